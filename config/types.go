@@ -1,0 +1,145 @@
+package config
+
+import (
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+)
+
+// Config is everything a directory of configuration files declares, after
+// variables, locals and references have been resolved. Slices are sorted by
+// name so that everything derived from a Config is deterministic.
+type Config struct {
+	// Dir is the directory the files were read from.
+	Dir string
+	// Files maps each file name to its parsed form, for rendering
+	// diagnostics with source snippets.
+	Files map[string]*hcl.File
+
+	Variables []*Variable
+	SSH       []*SSH
+	Fleets    []*Fleet
+	Policies  []*Policy
+	Jobs      []*Job
+}
+
+// Variable is a declared input variable and the value it resolved to.
+type Variable struct {
+	Name        string
+	Description string
+	Sensitive   bool
+	DeclRange   hcl.Range
+}
+
+// Host-key checking modes of an ssh block.
+const (
+	HostKeyStrict    = "strict"     // unknown and changed keys are refused (default)
+	HostKeyAcceptNew = "accept-new" // unknown keys are recorded; changed keys are refused
+)
+
+// SSH is an `ssh "name"` block: how to reach a fleet's machines.
+type SSH struct {
+	Name           string
+	User           string
+	Port           int // default 22
+	IdentityFile   string
+	KnownHosts     string // default ~/.ssh/known_hosts
+	HostKeyCheck   string // HostKeyStrict or HostKeyAcceptNew
+	Bastion        string // "host" or "user@host:port"; empty for none
+	ConnectTimeout time.Duration
+	DeclRange      hcl.Range
+}
+
+// Location is where a machine is, from the loosest level to the tightest.
+// An empty field means unknown at that level.
+type Location struct {
+	Region       string
+	Zone         string
+	NetworkGroup string
+}
+
+// Fleet is a `fleet "name"` block: either static hosts, or Count machines
+// that gpulayer creates on GCP.
+type Fleet struct {
+	Name      string
+	SSH       *SSH // nil: defaults (current user, port 22, ~/.ssh/known_hosts, strict)
+	Location  Location
+	Labels    map[string]string
+	Hosts     []*Host // static machines, in declaration order
+	Count     int     // machines to create; only with GCP
+	GCP       *GCP
+	DeclRange hcl.Range
+}
+
+// Host is a `host "name"` block inside a fleet. Location and Labels already
+// include what the host inherits from its fleet.
+type Host struct {
+	Name      string
+	Fleet     string
+	Address   string // host name or IP, without the port
+	Port      int    // 0: the ssh block's port
+	Location  Location
+	Labels    map[string]string
+	DeclRange hcl.Range
+}
+
+// GCP is the `gcp` block of a fleet whose machines gpulayer creates.
+type GCP struct {
+	Project     string
+	Zone        string
+	MachineType string
+	Image       string
+	DeclRange   hcl.Range
+}
+
+// Placement policy values (ADR-0021).
+const (
+	LocalityPrefer       = "prefer"
+	LocalityNetworkGroup = "network_group"
+	LocalityZone         = "zone"
+	LocalityRegion       = "region"
+	LocalityAny          = "any"
+
+	RankSpread         = "spread"
+	RankFirstFit       = "first_fit"
+	RankMostFreeMemory = "most_free_memory"
+
+	UnschedulableWait = "wait"
+	UnschedulableFail = "fail"
+
+	BucketBestFit   = "best_fit"
+	BucketFirstFill = "first_fill"
+)
+
+// Policy is a `policy "name"` block.
+type Policy struct {
+	Name            string
+	GroupLocality   string // default LocalityPrefer
+	Rank            string // default RankSpread
+	OnUnschedulable string // default UnschedulableWait
+	BucketChoice    string // default BucketBestFit
+	Regions         []string
+	Labels          map[string]string
+	DeclRange       hcl.Range
+}
+
+// Launchers of a job.
+const (
+	LauncherPlain    = "plain"
+	LauncherTorchrun = "torchrun"
+)
+
+// Job is a `job "name"` block.
+type Job struct {
+	Name        string
+	Policy      *Policy // nil: the default policy
+	Nodes       int
+	GPUsPerNode int
+	Command     []string
+	Env         map[string]string
+	Workdir     string
+	Labels      map[string]string
+	Launcher    string // default LauncherTorchrun
+	StopTimeout time.Duration
+	DeclRange   hcl.Range
+}
