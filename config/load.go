@@ -83,7 +83,14 @@ func Load(dir string, opts LoadOptions) (*Config, hcl.Diagnostics) {
 		funcs:  functions(dir),
 		cfg:    &Config{Dir: dir},
 	}
-	blocks := l.readFiles()
+	blocks, syntaxOK := l.readFiles()
+	if !syntaxOK {
+		// As Terraform does: a file that does not parse would make every
+		// later check report consequences of the same typo.
+		l.cfg.Files = l.parser.Files()
+		sortDiagnostics(l.diags)
+		return l.cfg, l.diags
+	}
 	l.variables(blocks["variable"])
 	l.localValues(blocks["locals"])
 	l.sshBlocks(blocks["ssh"])
@@ -98,8 +105,10 @@ func Load(dir string, opts LoadOptions) (*Config, hcl.Diagnostics) {
 
 // readFiles parses the configuration files of dir in lexical order and
 // returns their top-level blocks by type, in file then declaration order.
-func (l *loader) readFiles() map[string]hcl.Blocks {
-	blocks := map[string]hcl.Blocks{}
+// syntaxOK is false when a file does not parse.
+func (l *loader) readFiles() (blocks map[string]hcl.Blocks, syntaxOK bool) {
+	blocks = map[string]hcl.Blocks{}
+	syntaxOK = true
 	entries, err := os.ReadDir(l.dir)
 	if err != nil {
 		l.add(&hcl.Diagnostic{
@@ -107,7 +116,7 @@ func (l *loader) readFiles() map[string]hcl.Blocks {
 			Summary:  "Cannot read configuration directory",
 			Detail:   fmt.Sprintf("Reading %s: %s.", l.dir, pathError(err)),
 		})
-		return blocks
+		return blocks, true
 	}
 	var names []string
 	for _, e := range entries {
@@ -124,13 +133,16 @@ func (l *loader) readFiles() map[string]hcl.Blocks {
 			Summary:  "No configuration files",
 			Detail:   fmt.Sprintf("%s holds no *.hcl or *.hcl.json file. Run gpulayer in the directory of your configuration, or name it: gpulayer validate DIR.", l.dir),
 		})
-		return blocks
+		return blocks, true
 	}
 	for _, name := range names {
 		path := filepath.Join(l.dir, name)
 		f, diags := l.parseFile(path)
 		l.add(diags...)
-		if f == nil {
+		if diags.HasErrors() {
+			syntaxOK = false
+		}
+		if f == nil || !syntaxOK {
 			continue
 		}
 		content, diags := f.Body.Content(rootSchema)
@@ -139,7 +151,7 @@ func (l *loader) readFiles() map[string]hcl.Blocks {
 			blocks[b.Type] = append(blocks[b.Type], b)
 		}
 	}
-	return blocks
+	return blocks, syntaxOK
 }
 
 // parseFile parses native or JSON syntax by the file's suffix.
