@@ -239,9 +239,7 @@ func (l *loader) fleets(blocks hcl.Blocks) {
 		if ref, ok := d.reference(a, "ssh", "ssh", "an ssh"); ok {
 			f.SSH = sshByName[ref]
 		}
-		d.str(a, "region", &f.Location.Region)
-		d.str(a, "zone", &f.Location.Zone)
-		d.str(a, "network_group", &f.Location.NetworkGroup)
+		l.location(d, a, &f.Location)
 		d.strMap(a, "labels", &f.Labels)
 		d.integer(a, "count", 0, &f.Count)
 
@@ -325,6 +323,20 @@ func (l *loader) fleets(blocks hcl.Blocks) {
 	sort.Slice(l.cfg.Fleets, func(i, j int) bool { return l.cfg.Fleets[i].Name < l.cfg.Fleets[j].Name })
 }
 
+// location reads region, zone and network_group over what loc holds. A
+// value that could not be evaluated leaves the location unknown, which
+// turns off the checks that compare locations.
+func (l *loader) location(d *decoder, a hcl.Attributes, loc *Location) {
+	for _, f := range []struct {
+		name string
+		dst  *string
+	}{{"region", &loc.Region}, {"zone", &loc.Zone}, {"network_group", &loc.NetworkGroup}} {
+		if !d.str(a, f.name, f.dst) && a[f.name] != nil {
+			l.locationUnknown = true
+		}
+	}
+}
+
 // gcpRegion is the region of a GCP zone: "europe-west1-b" is in
 // "europe-west1".
 func gcpRegion(zone string) string {
@@ -340,7 +352,9 @@ func (l *loader) gcp(d *decoder, b *hcl.Block) *GCP {
 	l.add(diags...)
 	a := content.Attributes
 	d.str(a, "project", &g.Project)
-	d.str(a, "zone", &g.Zone)
+	if !d.str(a, "zone", &g.Zone) {
+		l.locationUnknown = true
+	}
 	d.str(a, "machine_type", &g.MachineType)
 	d.str(a, "image", &g.Image)
 	return g
@@ -370,9 +384,7 @@ func (l *loader) host(d *decoder, f *Fleet, b *hcl.Block) *Host {
 		}
 		h.Address, h.Port = host, port
 	}
-	d.str(a, "region", &h.Location.Region)
-	d.str(a, "zone", &h.Location.Zone)
-	d.str(a, "network_group", &h.Location.NetworkGroup)
+	l.location(d, a, &h.Location)
 	var own map[string]string
 	d.strMap(a, "labels", &own)
 	if len(f.Labels)+len(own) > 0 {
@@ -436,6 +448,9 @@ func (l *loader) jobs(blocks hcl.Blocks) {
 // crossChecks are the problems that need the whole configuration: a job
 // whose policy allows only regions where no machine is declared.
 func (l *loader) crossChecks() {
+	if l.locationUnknown {
+		return
+	}
 	declared := map[string]bool{}
 	for _, h := range l.cfg.Hosts() {
 		declared[h.Location.Region] = true
@@ -462,7 +477,7 @@ func (l *loader) crossChecks() {
 		}
 		known := "no fleet declares a region or zone"
 		if len(declared) > 0 {
-			known = "the declared regions and zones are " + quotedList(sortedKeys(declared))
+			known = "the declared regions and zones are " + quotedAndList(sortedKeys(declared))
 		}
 		l.add(&hcl.Diagnostic{
 			Severity: hcl.DiagWarning,

@@ -66,6 +66,9 @@ type loader struct {
 	locals *namespace
 	sshs   *namespace
 	pols   *namespace
+
+	// locationUnknown is set when a region or zone failed to evaluate.
+	locationUnknown bool
 }
 
 func (l *loader) add(diags ...*hcl.Diagnostic) { l.diags = append(l.diags, diags...) }

@@ -54,7 +54,12 @@ func levenshtein(a, b string) int {
 }
 
 // quotedList renders names as `"a", "b" or "c"` for a detail sentence.
-func quotedList(names []string) string {
+func quotedList(names []string) string { return joinQuoted(names, "or") }
+
+// quotedAndList renders names as `"a", "b" and "c"`.
+func quotedAndList(names []string) string { return joinQuoted(names, "and") }
+
+func joinQuoted(names []string, conjunction string) string {
 	q := make([]string, len(names))
 	for i, n := range names {
 		q[i] = fmt.Sprintf("%q", n)
@@ -65,5 +70,5 @@ func quotedList(names []string) string {
 	case 1:
 		return q[0]
 	}
-	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
+	return strings.Join(q[:len(q)-1], ", ") + " " + conjunction + " " + q[len(q)-1]
 }

@@ -341,6 +341,9 @@ func (l *loader) validate(v *Variable, rules []validationRule) {
 		} else {
 			l.add(diags...)
 		}
+		// What refers to the variable is not checked again with a value
+		// already known to be wrong.
+		l.vars.values[v.Name] = cty.DynamicVal
 		subject := r.condition.Range()
 		if v.valueRange.Filename != "" {
 			subject = v.valueRange
