@@ -58,7 +58,7 @@ func newStyles(color bool) styles {
 		err:     r.NewStyle().Bold(true).Foreground(lipgloss.Color("1")),
 		warn:    r.NewStyle().Bold(true).Foreground(lipgloss.Color("3")),
 		summary: r.NewStyle().Bold(true),
-		mark:    r.NewStyle().Underline(true),
+		mark:    r.NewStyle().Bold(true).Foreground(lipgloss.Color("1")),
 	}
 }
 
@@ -78,7 +78,8 @@ func writeDiagnostic(w *bufio.Writer, d *hcl.Diagnostic, files map[string]*hcl.F
 
 // writeSnippet writes the "on FILE line N, in BLOCK:" header and, when the
 // file's source is known, the line with the range marked: underlined with
-// colour, by carets under it without.
+// colour (bold red; lipgloss underlines rune by rune), by carets under it
+// without.
 func writeSnippet(w *bufio.Writer, rng *hcl.Range, files map[string]*hcl.File, st styles) {
 	f := files[rng.Filename]
 	context := ""
