@@ -43,6 +43,8 @@ var diagnosticCases = []diagnosticCase{
 	{fixture: "invalid_duration", severity: hcl.DiagError, summary: "Invalid duration for stop_timeout", line: 4},
 	{fixture: "invalid_group_locality", severity: hcl.DiagError, summary: "Invalid value for group_locality", line: 2},
 	{fixture: "invalid_host_key_check", severity: hcl.DiagError, summary: "Invalid value for host_key_check", line: 2},
+	{fixture: "invalid_job_name", severity: hcl.DiagError, summary: "Invalid job name", line: 1},
+	{fixture: "invalid_policy_name", severity: hcl.DiagError, summary: "Invalid policy name", line: 1},
 	{fixture: "invalid_launcher", severity: hcl.DiagError, summary: "Invalid value for launcher", line: 4},
 	{fixture: "invalid_on_unschedulable", severity: hcl.DiagError, summary: "Invalid value for on_unschedulable", line: 2},
 	{fixture: "invalid_rank", severity: hcl.DiagError, summary: "Invalid value for rank", line: 2},

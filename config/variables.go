@@ -58,15 +58,12 @@ type variableValue struct {
 func (l *loader) variables(blocks hcl.Blocks) {
 	l.vars = &namespace{noun: "input variable", plural: "input variables", names: map[string]bool{}, values: map[string]cty.Value{}}
 	decls := map[string]*Variable{}
+	declared := map[string]hcl.Range{}
 	rules := map[string][]validationRule{}
 	literal := newDecoder(newScope(), nil)
 	for _, b := range blocks {
-		name, nameRange := blockName(b)
-		if !l.checkIdentifier("variable", name, nameRange) {
-			continue
-		}
-		if prev, dup := decls[name]; dup {
-			l.add(duplicate("variable", name, prev.DeclRange, b.DefRange))
+		name, ok := l.declare(declared, "variable", true, b)
+		if !ok {
 			continue
 		}
 		v := &Variable{Name: name, Type: cty.DynamicPseudoType, DeclRange: b.DefRange}
