@@ -376,3 +376,12 @@ func golden(t *testing.T, name string, got []byte) {
 		t.Errorf("%s differs from the golden file:\n%s", name, UnifiedDiff(name, want, got))
 	}
 }
+
+func TestJSONReferenceSuggestionKeepsQuotes(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "main.hcl.json", `{"policy": {"tight": {}}, "job": {"j": {"policy": "tight", "nodes": 1, "command": ["true"]}}}`)
+	_, diags := Load(dir, LoadOptions{})
+	if len(diags) != 1 || !strings.Contains(diags[0].Detail, `Did you mean "policy.tight"?`) {
+		t.Fatalf("diagnostics:\n%s", diagList(diags))
+	}
+}
