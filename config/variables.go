@@ -35,6 +35,9 @@ var validationSchema = &hcl.BodySchema{
 	},
 }
 
+// typeKeywords are the words a type constraint starts with.
+var typeKeywords = []string{"any", "bool", "list", "map", "number", "object", "set", "string", "tuple"}
+
 // validationRule is a `validation` block of a variable.
 type validationRule struct {
 	condition    hcl.Expression
@@ -71,6 +74,11 @@ func (l *loader) variables(blocks hcl.Blocks) {
 		l.add(diags...)
 		if attr := content.Attributes["type"]; attr != nil {
 			ty, diags := typeexpr.TypeConstraint(attr.Expr)
+			if kw := hcl.ExprAsKeyword(attr.Expr); kw != "" && diags.HasErrors() {
+				for _, d := range diags {
+					d.Detail += didYouMean(kw, typeKeywords)
+				}
+			}
 			l.add(diags...)
 			if !diags.HasErrors() {
 				v.Type = ty
