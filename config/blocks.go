@@ -194,9 +194,7 @@ func (l *loader) policies(blocks hcl.Blocks) {
 		d.enum(a, "rank", Ranks, &p.Rank)
 		d.enum(a, "on_unschedulable", Unschedulables, &p.OnUnschedulable)
 		d.enum(a, "bucket_choice", BucketChoices, &p.BucketChoice)
-		if d.strList(a, "regions", &p.Regions) {
-			p.regionsRange = a["regions"].Expr.Range()
-		}
+		d.strList(a, "regions", &p.Regions)
 		d.strMap(a, "labels", &p.Labels)
 		l.pols.names[name] = true
 		l.pols.values[name] = cty.ObjectVal(map[string]cty.Value{
