@@ -132,6 +132,9 @@ type Prepared struct {
 
 	score  []int32 // n*n, row-major, 0 on the diagonal
 	levels []int32 // distinct pair scores, highest first
+	// topSum[i*n+r] is the sum of the r highest scores in GPU i's row: no
+	// r partners can give i more.
+	topSum []int32
 	// atLeast[l*n+i] holds the GPUs j != i with score(i, j) >= levels[l].
 	atLeast  []DeviceSet
 	nicLocal DeviceSet // GPUs with a NIC at PIX or PXB
@@ -199,15 +202,27 @@ func (p *Prepared) build(m *Matrix) error {
 	slices.Sort(levels)
 	slices.Reverse(levels)
 
-	ints := make([]int32, n*n+len(levels))
+	ints := make([]int32, 2*n*n+len(levels))
 	p.score = ints[: n*n : n*n]
-	p.levels = ints[n*n:]
+	p.topSum = ints[n*n : 2*n*n : 2*n*n]
+	p.levels = ints[2*n*n:]
 	copy(p.levels, levels)
 	for i := 0; i < n; i++ {
 		for j := 0; j < n; j++ {
 			if i != j {
 				p.score[i*n+j] = int32(m.Links[i][j].Score())
 			}
+		}
+		// topSum row: the scores sorted highest first, then prefix sums.
+		// The diagonal's 0 sorts last and is never needed.
+		sorted := p.topSum[i*n : i*n+n]
+		copy(sorted, p.score[i*n:i*n+n])
+		slices.Sort(sorted)
+		slices.Reverse(sorted)
+		var sum int32
+		for r, sc := range sorted {
+			sorted[r] = sum
+			sum += sc
 		}
 	}
 
@@ -412,6 +427,9 @@ type searcher struct {
 	twins    []DeviceSet // twinsBefore for this job kind
 	adj      []DeviceSet // adjacency at the current bottleneck level; nil for k = 1
 	rowFree  [MaxGPUs]int32
+	// gain[v] is the sum of v's scores to the GPUs chosen so far, kept for
+	// the candidates of the current search node.
+	gain     [MaxGPUs]int32
 	maxScore int32 // the highest score between two free GPUs
 	res      *pickResult
 }
@@ -457,11 +475,7 @@ func (s *searcher) search(chosen, cand DeviceSet, total, rowSum int32) {
 			// every set through i here has an equal, earlier twin.
 			continue
 		}
-		var gain int32
-		row := p.score[i*n : i*n+n]
-		for c := chosen; c != 0; c &= c - 1 {
-			gain += row[bits.TrailingZeros64(uint64(c))]
-		}
+		gain := s.gain[i]
 		if left == 1 {
 			s.consider(chosen|bit, total+gain, rowSum+s.rowFree[i])
 			continue
@@ -470,7 +484,19 @@ func (s *searcher) search(chosen, cand DeviceSet, total, rowSum int32) {
 		if s.adj != nil {
 			next &= s.adj[i]
 		}
+		if next.Len() < left-1 {
+			continue
+		}
+		row := p.score[i*n : i*n+n]
+		for c := next; c != 0; c &= c - 1 {
+			v := bits.TrailingZeros64(uint64(c))
+			s.gain[v] += row[v]
+		}
 		s.search(chosen|bit, next, total+gain, rowSum+s.rowFree[i])
+		for c := next; c != 0; c &= c - 1 {
+			v := bits.TrailingZeros64(uint64(c))
+			s.gain[v] -= row[v]
+		}
 	}
 }
 
@@ -482,7 +508,11 @@ func (s *searcher) cannotBeat(chosen, cand DeviceSet, left int, total, rowSum in
 	r := s.res
 	d := int32(chosen.Len())
 	l := int32(left)
-	if most := total + (l*d+l*(l-1)/2)*s.maxScore; most != r.total {
+	most := total + (l*d+l*(l-1)/2)*s.maxScore
+	if most < r.total {
+		return true
+	}
+	if most = s.mostTotal(cand, left, total); most != r.total {
 		return most < r.total
 	}
 	if most := int32((chosen & s.nicLocal).Len() + min(left, (cand&s.nicLocal).Len())); most != r.nicLocal {
@@ -493,7 +523,44 @@ func (s *searcher) cannotBeat(chosen, cand DeviceSet, left int, total, rowSum in
 	}
 	// With the total fixed at the best's, the cross score is the rowFree
 	// sum less twice the total; the smallest rowFree values bound it.
-	return rowSum+s.smallestRowFree(cand, left)-2*r.total >= r.cross
+	if least := rowSum + s.smallestRowFree(cand, left) - 2*r.total; least != r.cross {
+		return least > r.cross
+	}
+	// A tie on every number goes to the smaller index list: prune only
+	// when every set here comes after the best. Their members below cand's
+	// lowest GPU are exactly chosen, so the first difference there decides.
+	below := cand&-cand - 1
+	diff := (chosen ^ r.set) & below
+	return diff != 0 && r.set&(diff&-diff) != 0
+}
+
+// mostTotal is an upper bound on the total of chosen plus left more GPUs
+// from cand. Each new GPU v brings its scores to chosen (gain) and half its
+// scores to the other new GPUs, at most half of topSum[v][left-1]; the
+// bound adds the left best such values.
+func (s *searcher) mostTotal(cand DeviceSet, left int, total int32) int32 {
+	p := s.p
+	n := p.n
+	var w [MaxGPUs]int32
+	cnt := 0
+	for c := cand; c != 0; c &= c - 1 {
+		v := bits.TrailingZeros64(uint64(c))
+		w[cnt] = 2*s.gain[v] + p.topSum[v*n+left-1]
+		cnt++
+	}
+	var sum int32
+	for ; left > 0 && cnt > 0; left-- {
+		big := 0
+		for x := 1; x < cnt; x++ {
+			if w[x] > w[big] {
+				big = x
+			}
+		}
+		sum += w[big]
+		w[big] = w[cnt-1]
+		cnt--
+	}
+	return total + sum/2
 }
 
 // leastNUMA is a lower bound on the NUMA count of chosen plus left more
@@ -561,7 +628,7 @@ func (s *searcher) smallestRowFree(cand DeviceSet, left int) int32 {
 
 // consider ranks a complete set against the best so far. The bottleneck is
 // the same for every set of one search; ties on every number keep the
-// earlier, lexicographically smaller set.
+// lexicographically smaller set.
 func (s *searcher) consider(set DeviceSet, total, rowSum int32) {
 	r := s.res
 	if r.found {
@@ -581,7 +648,11 @@ func (s *searcher) consider(set DeviceSet, total, rowSum int32) {
 					if numa > r.numa {
 						return
 					}
-				} else if rowSum-2*total >= r.cross {
+				} else if cross := rowSum - 2*total; cross != r.cross {
+					if cross > r.cross {
+						return
+					}
+				} else if !lexLess(set, r.set) {
 					return
 				}
 			}
@@ -639,4 +710,11 @@ func linkOfScore(sc int32) Link {
 		return [...]Link{SYS, NODE, PHB, PXB, PIX}[sc-1]
 	}
 	return Link{}
+}
+
+// lexLess compares two sets of equal size by their sorted index lists: the
+// first differing index decides, and the set holding the smaller one wins.
+func lexLess(a, b DeviceSet) bool {
+	d := a ^ b
+	return d != 0 && a&(d&-d) != 0
 }

@@ -2,6 +2,7 @@ package topology
 
 import (
 	"fmt"
+	"math/rand"
 	"testing"
 )
 
@@ -46,6 +47,29 @@ func BenchmarkPreparedPickSet(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
 					if _, err := p.PickSet(AllDevices(n), k, PickOptions{}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+// BenchmarkPickSetRandom16 times the search on unstructured 16-GPU
+// matrices (random links from a few kinds, random NUMA sets): the hard case
+// for the bounds, unlike real layouts, where interchangeable GPUs and
+// NVLink islands cut the search short.
+func BenchmarkPickSetRandom16(b *testing.B) {
+	rng := rand.New(rand.NewSource(3))
+	for r := 0; r < 4; r++ {
+		m := randomMatrix(rng, 16)
+		p, err := PrepareMatrix(m)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, k := range []int{3, 6, 8, 10, 13} {
+			b.Run(fmt.Sprintf("matrix=%d/k=%d", r, k), func(b *testing.B) {
+				for b.Loop() {
+					if _, err := p.PickSet(AllDevices(16), k, PickOptions{}); err != nil {
 						b.Fatal(err)
 					}
 				}

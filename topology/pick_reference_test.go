@@ -102,17 +102,6 @@ func better(a, b pickScores) bool {
 	return lexLess(a.set, b.set)
 }
 
-// lexLess compares two sets of equal size by their sorted index lists: the
-// first differing index decides, and the set holding the smaller one wins.
-func lexLess(a, b DeviceSet) bool {
-	d := a ^ b
-	if d == 0 {
-		return false
-	}
-	low := d & -d
-	return a&low != 0
-}
-
 // pickExhaustive scores every k-subset of free.
 func pickExhaustive(m *Matrix, free DeviceSet, k int, opts PickOptions) Pick {
 	var best pickScores
