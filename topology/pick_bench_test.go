@@ -54,6 +54,7 @@ func BenchmarkPreparedPickSet(b *testing.B) {
 		}
 	}
 }
+
 // BenchmarkPickSetRandom16 times the search on unstructured 16-GPU
 // matrices (random links from a few kinds, random NUMA sets): the hard case
 // for the bounds, unlike real layouts, where interchangeable GPUs and
