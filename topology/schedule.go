@@ -761,7 +761,7 @@ func (s *scheduler) children(g group) ([]group, int) {
 }
 
 // spans counts, for each level tighter than the placement's, the groups the
-// chosen workers span, loosest first.
+// chosen workers span, loosest first (see distinct).
 func (s *scheduler) spans(level Level) []GroupCount {
 	var out []GroupCount
 	for l := level; l > LevelNetworkGroup; {
@@ -771,23 +771,21 @@ func (s *scheduler) spans(level Level) []GroupCount {
 	return out
 }
 
-// distinct counts the chosen workers' groups at level l: distinct locations
-// up to l, each worker with no value at l counting as its own group.
+// distinct counts the distinct locations up to level l among the chosen
+// workers that report a value at l; workers that report none are not
+// counted.
 func (s *scheduler) distinct(l Level) int {
 	seen := make([]Location, 0, 8)
-	n := 0
 	for _, i := range s.chosen {
 		loc := s.ws[i].Location
 		if loc.At(l) == "" {
-			n++
 			continue
 		}
-		key := loc.Upto(l)
-		if !slices.Contains(seen, key) {
+		if key := loc.Upto(l); !slices.Contains(seen, key) {
 			seen = append(seen, key)
 		}
 	}
-	return n + len(seen)
+	return len(seen)
 }
 
 // placements turns the chosen workers into node ranks with their GPUs.
