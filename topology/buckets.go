@@ -1,0 +1,236 @@
+package topology
+
+import (
+	"math"
+	"slices"
+	"strings"
+)
+
+// cellKey is the full location and torch version: the finest bucket.
+type cellKey struct{ torch, region, zone, ng string }
+
+// field is the key's value at depth 0 (torch), 1 (region), 2 (zone) or 3
+// (network group).
+func (k *cellKey) field(depth int) string {
+	switch depth {
+	case 0:
+		return k.torch
+	case 1:
+		return k.region
+	case 2:
+		return k.zone
+	}
+	return k.ng
+}
+
+func (k *cellKey) less(o *cellKey) int {
+	for d := 0; d < 4; d++ {
+		if c := strings.Compare(k.field(d), o.field(d)); c != 0 {
+			return c
+		}
+	}
+	return 0
+}
+
+// depthOf is the key depth whose value a level's bucket shares last.
+func depthOf(l Level) int { return 3 - int(l) }
+
+// cell is the compatible workers of one cellKey.
+type cell struct {
+	key    cellKey
+	compat int32 // statically eligible, free or not
+	free   int32 // free now
+	off    int32 // first free worker in scheduler.freeByCell
+}
+
+// group is a set of free workers that placement takes from as one: a bucket,
+// a sub-group of it, or a single worker whose location at the tighter level
+// is unknown.
+type group struct {
+	clo, chi int32 // cells [clo, chi); chi == clo for a single worker
+	depth    int8  // fields 0..depth are shared by its cells
+	lo, hi   int32 // its free workers: freeByCell[lo:hi]
+}
+
+func (g *group) size() int { return int(g.hi - g.lo) }
+
+// classify is the one pass over every worker: the static checks, the primary
+// rank key, and the worker's cell. Then it sorts the cells by key and lays
+// the free workers out cell by cell, so that every bucket at every level is
+// a contiguous run of cells and of free workers.
+func (s *scheduler) classify() {
+	var index map[cellKey]int32
+	last := int32(-1)
+	freeTotal := 0
+	for i := range s.ws {
+		w := &s.ws[i]
+		s.cellOf[i] = -1
+		r := s.staticReason(w)
+		if r >= 0 && r < 3 {
+			s.excl[r]++
+			continue
+		}
+		free := w.freeSet().Len()
+		k := cellKey{w.TorchVersion, w.Location.Region, w.Location.Zone, w.Location.NetworkGroup}
+		c := last
+		if c < 0 || s.cells[c].key != k {
+			c = -1
+			if index == nil {
+				for j := range s.cells {
+					if s.cells[j].key == k {
+						c = int32(j)
+						break
+					}
+				}
+			} else if j, ok := index[k]; ok {
+				c = j
+			}
+			if c < 0 {
+				c = int32(len(s.cells))
+				s.cells = append(s.cells, cell{key: k})
+				if index != nil {
+					index[k] = c
+				} else if len(s.cells) > 16 {
+					index = make(map[cellKey]int32, 64)
+					for j := range s.cells {
+						index[s.cells[j].key] = int32(j)
+					}
+				}
+			}
+			last = c
+		}
+		s.cells[c].compat++
+		switch {
+		case free == 0:
+			s.excl[3]++
+			continue
+		case free < s.gpn:
+			s.excl[4]++
+			continue
+		}
+		s.cells[c].free++
+		s.cellOf[i] = c
+		freeTotal++
+		switch s.pol.Rank {
+		case RankSpread:
+			s.prim[i] = int64(min(max(w.RunningTasks, 0), math.MaxInt32))<<8 | int64(MaxGPUs-free)
+		case RankMostFreeMemory:
+			s.prim[i] = -max(w.FreeMemoryMiB, 0)
+		default:
+			s.prim[i] = 0
+		}
+	}
+
+	// Sort cells by key, then place free workers cell by cell (a counting
+	// sort that keeps input order inside a cell; rank order is applied later
+	// and only where it matters).
+	order := make([]int32, len(s.cells))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(a, b int32) int { return s.cells[a].key.less(&s.cells[b].key) })
+	inv := make([]int32, len(s.cells)) // old cell id → sorted position
+	sorted := make([]cell, len(s.cells))
+	off := int32(0)
+	for to, from := range order {
+		inv[from] = int32(to)
+		sorted[to] = s.cells[from]
+		sorted[to].off = off
+		off += sorted[to].free
+	}
+	s.cells = sorted
+	s.freeByCell = grow(s.freeByCell, freeTotal)
+	next := order // reuse: per sorted cell, its next free slot
+	for i := range s.cells {
+		next[i] = s.cells[i].off
+	}
+	for i, c := range s.cellOf {
+		if c < 0 {
+			continue
+		}
+		sc := inv[c]
+		s.cellOf[i] = sc
+		s.freeByCell[next[sc]] = int32(i)
+		next[sc]++
+	}
+}
+
+// staticReason is the index in staticReasons of the first check the worker
+// fails that does not depend on what is free now (label, region, GPU
+// count); -1 when it passes them.
+func (s *scheduler) staticReason(w *Worker) int {
+	for k, v := range s.pol.Labels {
+		if got, ok := w.Labels[k]; !ok || got != v {
+			return 0
+		}
+	}
+	if len(s.pol.Regions) > 0 {
+		ok := false
+		for _, r := range s.pol.Regions {
+			if r != "" && (r == w.Location.Region || r == w.Location.Zone) {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return 1
+		}
+	}
+	if w.gpuCount() < s.gpn {
+		return 2
+	}
+	return -1
+}
+
+// buckets lists a level's buckets: runs of cells sharing the torch version
+// and the location up to the level, leaving out cells with no value there.
+func (s *scheduler) buckets(level Level) ([]group, LevelExplanation) {
+	depth := depthOf(level)
+	exp := LevelExplanation{Level: level, Excluded: []Exclusion{}, Buckets: []BucketExplanation{}}
+	var out []group
+	noValue := 0
+	for i := 0; i < len(s.cells); {
+		c := &s.cells[i]
+		if depth > 0 && c.key.field(depth) == "" {
+			noValue += int(c.compat)
+			i++
+			continue
+		}
+		j := i + 1
+		compat, free := c.compat, c.free
+		for j < len(s.cells) && samePrefix(&s.cells[j].key, &c.key, depth) {
+			compat += s.cells[j].compat
+			free += s.cells[j].free
+			j++
+		}
+		out = append(out, group{clo: int32(i), chi: int32(j), depth: int8(depth), lo: c.off, hi: c.off + free})
+		exp.Buckets = append(exp.Buckets, BucketExplanation{
+			TorchVersion: c.key.torch,
+			Location:     Location{Region: c.key.region, Zone: c.key.zone, NetworkGroup: c.key.ng}.Upto(level),
+			Eligible:     int(compat), Free: int(free), Needed: s.nodes,
+		})
+		i = j
+	}
+	if noValue > 0 {
+		exp.Excluded = append(exp.Excluded, Exclusion{Reason: ReasonNoValue, Workers: noValue})
+	}
+	return out, exp
+}
+
+func samePrefix(a, b *cellKey, depth int) bool {
+	for d := 0; d <= depth; d++ {
+		if a.field(d) != b.field(d) {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *scheduler) compatOf(g group) int {
+	n := 0
+	for c := g.clo; c < g.chi; c++ {
+		n += int(s.cells[c].compat)
+	}
+	return n
+}
+
