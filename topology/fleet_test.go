@@ -96,11 +96,14 @@ var adrZones = []Location{
 func adrFleet(t testing.TB, n int) []Worker {
 	ws := make([]Worker, n)
 	for i := range ws {
+		z := adrZones[i%len(adrZones)]
 		w := Worker{
-			ID:              fmt.Sprintf("w%05d", i),
-			Location:        adrZones[i%len(adrZones)],
+			ID: fmt.Sprintf("w%05d", i),
+			// Fresh strings, as decoding each worker's facts gives: no
+			// comparison may shortcut on shared pointers.
+			Location:        Location{Region: strings.Clone(z.Region), Zone: strings.Clone(z.Zone)},
 			LocationTrusted: true,
-			TorchVersion:    "2.5.1",
+			TorchVersion:    strings.Clone("2.5.1"),
 			Matrix:          hgxH100(t),
 			GPUs:            8,
 			Free:            AllDevices(8),

@@ -46,13 +46,39 @@ func (s *scheduler) rankBefore(a, b int32, full bool) bool {
 	return s.beforeByKey(a, b)
 }
 
-// fillsBefore reports whether group a completes n workers before group b
-// when free workers are walked in rank order: a's n-th worker ranks first.
-// Between two single workers that is the full rank order; between groups,
-// the order without GPU picks.
-func (s *scheduler) fillsBefore(a, b group, n int) bool {
+// fillRace finds, among groups offered one by one, the one whose n-th
+// worker ranks first: the group a walk of free workers in rank order would
+// complete first. Between two single workers the comparison is the full
+// rank order; between groups, the order without GPU picks. Each group's
+// n-th worker is found once.
+type fillRace struct {
+	s     *scheduler
+	n     int // 0: the group's own size (a group taken whole)
+	best  int
+	key   int32 // n-th worker of best, when haveKey
+	full  bool
+	group func(i int) group
+	have  bool
+}
+
+// reset makes i the leader without comparing.
+func (r *fillRace) reset(i int) { r.best, r.have = i, false }
+
+// offer compares group i with the leader and makes it the leader when it
+// fills first.
+func (r *fillRace) offer(i int) {
+	a, b := r.group(i), r.group(r.best)
 	full := a.size() == 1 && b.size() == 1
-	return s.rankBefore(s.nth(a, n, full), s.nth(b, n, full), full)
+	n := r.n
+	if n == 0 {
+		n = a.size()
+	}
+	if !r.have || r.full != full {
+		r.key, r.full, r.have = r.s.nth(b, n, full), full, true
+	}
+	if k := r.s.nth(a, n, full); r.s.rankBefore(k, r.key, full) {
+		r.best, r.key = i, k
+	}
 }
 
 // nth is the group's n-th free worker in rank order (1-based).
@@ -76,15 +102,20 @@ func (s *scheduler) nth(g group, n int, full bool) int32 {
 		}
 		return worst
 	}
-	top := s.topN(ws, n, full)
-	return top[n-1]
+	return s.firstN(ws, n, full)[0]
 }
 
 // topN returns the n first workers of ws in rank order, sorted, in s.heap's
 // storage (valid until the next call).
 func (s *scheduler) topN(ws []int32, n int, full bool) []int32 {
-	h := s.heap[:0]
-	cmp := func(a, b int32) int {
+	var h []int32
+	if n >= len(ws) {
+		h = append(s.heap[:0], ws...)
+		s.heap = h
+	} else {
+		h = s.firstN(ws, n, full)
+	}
+	slices.SortFunc(h, func(a, b int32) int {
 		switch {
 		case a == b:
 			return 0
@@ -92,15 +123,14 @@ func (s *scheduler) topN(ws []int32, n int, full bool) []int32 {
 			return -1
 		}
 		return 1
-	}
-	if n >= len(ws) {
-		h = append(h, ws...)
-		slices.SortFunc(h, cmp)
-		s.heap = h
-		return h
-	}
-	// A max-heap of the n first so far: its root ranks last among them.
-	h = append(h, ws[:n]...)
+	})
+	return h
+}
+
+// firstN returns the n first workers of ws in rank order (n < len(ws)) as a
+// max-heap: its root is the n-th.
+func (s *scheduler) firstN(ws []int32, n int, full bool) []int32 {
+	h := append(s.heap[:0], ws[:n]...)
 	for i := n/2 - 1; i >= 0; i-- {
 		s.siftDown(h, i, full)
 	}
@@ -110,7 +140,6 @@ func (s *scheduler) topN(ws []int32, n int, full bool) []int32 {
 			s.siftDown(h, 0, full)
 		}
 	}
-	slices.SortFunc(h, cmp)
 	s.heap = h
 	return h
 }
@@ -145,9 +174,10 @@ func (s *scheduler) quality(i int32) int64 {
 	w := &s.ws[i]
 	if m := usableMatrix(w); m != nil {
 		free := w.freeSet()
-		if free.Len() == s.gpn {
+		if count(free) == s.gpn {
 			bn, total := setQuality(m, free)
 			q = -(int64(bn.Score())<<32 | int64(total))
+			s.bneck[i] = bn
 		} else if p, err := PickDevices(m, free, s.gpn, s.opts); err == nil {
 			if s.picks == nil {
 				s.picks = make(map[int32]Pick)
@@ -193,7 +223,7 @@ func setQuality(m *Matrix, set DeviceSet) (Link, int) {
 		row := m.Links[idx[a]]
 		for _, j := range idx[a+1 : n] {
 			l := row[j]
-			sc := l.Score()
+			sc := linkScore(l)
 			total += sc
 			if bs < 0 || sc < bs {
 				bn, bs = l, sc
@@ -201,4 +231,18 @@ func setQuality(m *Matrix, set DeviceSet) (Link, int) {
 		}
 	}
 	return bn, total
+}
+
+// kindScores are Link.Score by kind, for the hot loop above (a test holds
+// linkScore equal to Link.Score).
+var kindScores = [...]int{LinkSYS: 1, LinkNODE: 2, LinkPHB: 3, LinkPXB: 4, LinkPIX: 5, LinkSelf: 0}
+
+func linkScore(l Link) int {
+	if l.Kind == LinkNV {
+		return 10 * int(l.NVLinks)
+	}
+	if int(l.Kind) < len(kindScores) {
+		return kindScores[l.Kind]
+	}
+	return 0
 }

@@ -3,6 +3,7 @@ package topology
 import (
 	"fmt"
 	"slices"
+	"sync"
 )
 
 // Schedule chooses the machines and GPUs of one job (ADR-0021 §2–§5):
@@ -25,8 +26,11 @@ import (
 // Schedule only reads workers and is deterministic: the same inputs give
 // the same Decision, byte for byte, whatever the order of workers.
 func Schedule(job Job, workers []Worker, policy Policy) Decision {
-	var s scheduler
-	return s.schedule(job, workers, policy)
+	s := schedulers.Get().(*scheduler)
+	d := s.schedule(job, workers, policy)
+	s.ws = nil // do not keep the caller's workers alive
+	schedulers.Put(s)
+	return d
 }
 
 // Request is one job and its policy, for ScheduleAll.
@@ -49,8 +53,8 @@ func ScheduleAll(requests []Request, workers []Worker) []Decision {
 			for i, p := range d.Workers {
 				w := &ws[s.chosen[i]]
 				taken := DeviceSetOf(p.GPUs...)
-				if before := int64(w.freeSet().Len()); before > 0 {
-					w.FreeMemoryMiB -= w.FreeMemoryMiB * int64(taken.Len()) / before
+				if before := int64(count(w.freeSet())); before > 0 {
+					w.FreeMemoryMiB -= w.FreeMemoryMiB * int64(count(taken)) / before
 				}
 				w.Free &^= taken
 				w.RunningTasks++
@@ -69,19 +73,40 @@ type scheduler struct {
 	gpn   int
 	opts  PickOptions
 	flat  bool // policy any: location ignored inside the bucket
+	rank  rankKind
 	useQ  bool // GPU pick quality ranks workers
 
 	cellOf     []int32 // per worker: its cell, or -1
 	prim       []int64 // per worker: primary rank key, smaller first
 	qual       []int64 // per worker: GPU pick quality key, smaller first
 	qualDone   []bool
+	bneck      []Link // per worker: its GPU set's slowest link, when quality found it
 	picks      map[int32]Pick
 	cells      []cell
 	freeByCell []int32
 	excl       [5]int
 	chosen     []int32
 	heap       []int32
+	order, inv []int32
+	sorted     []cell
+	groups     []group
+	index      map[cellKey]int32
+	slots      [slotCount]int32 // cell+1 by slotOf; 0 empty
 }
+
+// rankKind is Policy.Rank decoded once, not compared as a string per worker.
+type rankKind uint8
+
+const (
+	rankSpread rankKind = iota
+	rankFirstFit
+	rankMostFreeMemory
+)
+
+// schedulers keeps the working state of finished calls for the next ones:
+// Schedule runs often (every plan, every job) and its scratch space is
+// proportional to the fleet.
+var schedulers = sync.Pool{New: func() any { return new(scheduler) }}
 
 func (s *scheduler) schedule(job Job, workers []Worker, policy Policy) Decision {
 	d := Decision{Job: job.Name, Level: LevelAny, Workers: []Placement{},
@@ -109,6 +134,7 @@ func (s *scheduler) schedule(job Job, workers []Worker, policy Policy) Decision 
 	}
 
 	levels := s.pol.levels()
+	d.Explanation.Levels = make([]LevelExplanation, 0, len(levels))
 	var last []group
 	var lastExp *LevelExplanation
 	for _, level := range levels {
@@ -141,7 +167,7 @@ func (s *scheduler) schedule(job Job, workers []Worker, policy Policy) Decision 
 	d.Level = level
 	d.Unschedulable = true
 	for _, b := range last {
-		if s.compatOf(b) >= s.nodes {
+		if int(b.compat) >= s.nodes {
 			d.Unschedulable = false
 			break
 		}
@@ -221,11 +247,20 @@ func (s *scheduler) reset(job Job, workers []Worker, pol Policy) {
 	s.ws, s.pol, s.nodes, s.gpn = workers, pol, job.Nodes, job.GPUsPerNode
 	s.opts = PickOptions{MultiNode: job.MultiNode()}
 	s.flat = pol.GroupLocality == LocalityAny
+	switch pol.Rank {
+	case RankFirstFit:
+		s.rank = rankFirstFit
+	case RankMostFreeMemory:
+		s.rank = rankMostFreeMemory
+	default:
+		s.rank = rankSpread
+	}
 	s.useQ = pol.Rank != RankFirstFit && job.GPUsPerNode >= 2
 	s.cellOf = grow(s.cellOf, n)
 	s.prim = grow(s.prim, n)
 	s.qual = grow(s.qual, n)
 	s.qualDone = grow(s.qualDone, n)
+	s.bneck = grow(s.bneck, n)
 	clear(s.qualDone)
 	s.picks = nil
 	s.cells = s.cells[:0]
@@ -235,44 +270,58 @@ func (s *scheduler) reset(job Job, workers []Worker, pol Policy) {
 // placements turns the chosen workers into node ranks with their GPUs.
 func (s *scheduler) placements() []Placement {
 	out := make([]Placement, len(s.chosen))
+	gpus := make([]int, 0, len(s.chosen)*s.gpn) // one backing array for every node's GPUs
+	var lastLink Link
+	lastName := ""
+	linkName := func(l Link) string {
+		if lastName == "" || l != lastLink {
+			lastLink, lastName = l, l.String()
+		}
+		return lastName
+	}
 	for rank, i := range s.chosen {
 		w := &s.ws[i]
 		p := Placement{NodeRank: rank, Worker: w.ID, Location: w.Location, LocationTrusted: w.LocationTrusted}
 		free := w.freeSet()
 		m := usableMatrix(w)
+		start := len(gpus)
 		switch {
-		case free.Len() == s.gpn:
-			p.GPUs = free.Indices()
+		case count(free) == s.gpn:
+			gpus = appendIndices(gpus, free, s.gpn)
 			if m != nil && s.gpn >= 2 {
-				bn, _ := setQuality(m, free)
-				p.Bottleneck = bn.String()
+				bn := s.bneck[i]
+				if !s.qualDone[i] {
+					bn, _ = setQuality(m, free)
+				}
+				p.Bottleneck = linkName(bn)
 			}
 		case m != nil:
 			pick, ok := s.picks[i]
 			if !ok {
 				var err error
 				if pick, err = PickDevices(m, free, s.gpn, s.opts); err != nil {
-					pick = Pick{GPUs: lowest(free, s.gpn)}
+					pick = Pick{GPUs: appendIndices(nil, free, s.gpn)}
 				}
 			}
-			p.GPUs = pick.GPUs
+			gpus = append(gpus, pick.GPUs...)
 			if s.gpn >= 2 && len(pick.GPUs) >= 2 {
-				p.Bottleneck = pick.Bottleneck.String()
+				p.Bottleneck = linkName(pick.Bottleneck)
 			}
 		default:
-			p.GPUs = lowest(free, s.gpn)
+			gpus = appendIndices(gpus, free, s.gpn)
 		}
+		p.GPUs = gpus[start:len(gpus):len(gpus)]
 		out[rank] = p
 	}
 	return out
 }
 
-// lowest is the k lowest indices of free.
-func lowest(free DeviceSet, k int) []int {
-	out := make([]int, 0, k)
-	for i := 0; free != 0 && len(out) < k; i++ {
+// appendIndices appends the k lowest indices of free.
+func appendIndices(out []int, free DeviceSet, k int) []int {
+	for i := 0; free != 0 && k > 0; i++ {
 		if free&1 != 0 {
 			out = append(out, i)
+			k--
 		}
 		free >>= 1
 	}

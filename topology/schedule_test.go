@@ -556,3 +556,15 @@ func TestScheduleDecisionJSON(t *testing.T) {
 		})
 	}
 }
+
+func TestLinkScoreMatchesLinkScore(t *testing.T) {
+	links := []Link{{}, SYS, NODE, PHB, PXB, PIX, Self, {Kind: 200}}
+	for n := 1; n <= 255; n++ {
+		links = append(links, NV(n))
+	}
+	for _, l := range links {
+		if got, want := linkScore(l), l.Score(); got != want {
+			t.Errorf("linkScore(%v) = %d, Link.Score = %d", l, got, want)
+		}
+	}
+}

@@ -6,26 +6,22 @@ import "slices"
 // (fewest free workers left) or, for first_fill, the first to fill; -1 when
 // none holds it.
 func (s *scheduler) chooseBucket(bs []group) int {
-	best := -1
+	race := fillRace{s: s, n: s.nodes, best: -1, group: func(i int) group { return bs[i] }}
 	for i := range bs {
 		if bs[i].size() < s.nodes {
 			continue
 		}
-		if best < 0 {
-			best = i
-			continue
-		}
-		if s.pol.BucketChoice == BucketBestFit && bs[i].size() != bs[best].size() {
-			if bs[i].size() < bs[best].size() {
-				best = i
-			}
-			continue
-		}
-		if s.fillsBefore(bs[i], bs[best], s.nodes) {
-			best = i
+		switch {
+		case race.best < 0:
+			race.reset(i)
+		case s.pol.BucketChoice == BucketBestFit && bs[i].size() < bs[race.best].size():
+			race.reset(i)
+		case s.pol.BucketChoice == BucketBestFit && bs[i].size() > bs[race.best].size():
+		default:
+			race.offer(i)
 		}
 	}
-	return best
+	return race.best
 }
 
 // take appends need workers of group g to s.chosen: from as few groups of
@@ -52,34 +48,37 @@ func (s *scheduler) take(g group, need int) {
 	}
 	kids = s.appendSingles(kids, g)
 	used := make([]bool, len(kids))
+	group := func(i int) group { return kids[i] }
 	for need > 0 {
-		fit := -1
+		// The remainder fits one group: the smallest that holds it.
+		fit := fillRace{s: s, n: need, best: -1, group: group}
 		for i := range kids {
-			if used[i] || kids[i].size() < need {
-				continue
-			}
-			if fit < 0 || kids[i].size() < kids[fit].size() ||
-				kids[i].size() == kids[fit].size() && s.fillsBefore(kids[i], kids[fit], need) {
-				fit = i
+			switch {
+			case used[i] || kids[i].size() < need:
+			case fit.best < 0 || kids[i].size() < kids[fit.best].size():
+				fit.reset(i)
+			case kids[i].size() == kids[fit.best].size():
+				fit.offer(i)
 			}
 		}
-		if fit >= 0 {
-			s.take(kids[fit], need)
+		if fit.best >= 0 {
+			s.take(kids[fit.best], need)
 			return
 		}
-		big := -1
+		// Otherwise the largest, whole.
+		big := fillRace{s: s, best: -1, group: group}
 		for i := range kids {
-			if used[i] {
-				continue
-			}
-			if big < 0 || kids[i].size() > kids[big].size() ||
-				kids[i].size() == kids[big].size() && s.fillsBefore(kids[i], kids[big], kids[i].size()) {
-				big = i
+			switch {
+			case used[i]:
+			case big.best < 0 || kids[i].size() > kids[big.best].size():
+				big.reset(i)
+			case kids[i].size() == kids[big.best].size():
+				big.offer(i)
 			}
 		}
-		used[big] = true
-		s.take(kids[big], kids[big].size())
-		need -= kids[big].size()
+		used[big.best] = true
+		s.take(kids[big.best], kids[big.best].size())
+		need -= kids[big.best].size()
 	}
 }
 
@@ -158,4 +157,3 @@ func grow[T any](xs []T, n int) []T {
 	}
 	return xs[:n]
 }
-

@@ -1,5 +1,7 @@
 package topology
 
+import "math/bits"
+
 // Worker is one machine as placement sees it: where it is, what it runs and
 // what it has free right now. Schedule only reads workers.
 type Worker struct {
@@ -38,6 +40,10 @@ func (w *Worker) gpuCount() int {
 func (w *Worker) freeSet() DeviceSet {
 	return w.Free & AllDevices(w.gpuCount())
 }
+
+// count is the set's size in one instruction (DeviceSet.Len loops; this
+// runs once per worker per schedule).
+func count(s DeviceSet) int { return bits.OnesCount64(uint64(s)) }
 
 // Job is what placement needs of a job: how many machines and how many GPUs
 // on each.
