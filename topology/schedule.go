@@ -28,7 +28,7 @@ import (
 func Schedule(job Job, workers []Worker, policy Policy) Decision {
 	s := schedulers.Get().(*scheduler)
 	d := s.schedule(job, workers, policy)
-	s.ws = nil // do not keep the caller's workers alive
+	s.release()
 	schedulers.Put(s)
 	return d
 }
@@ -265,6 +265,15 @@ func (s *scheduler) reset(job Job, workers []Worker, pol Policy) {
 	s.picks = nil
 	s.cells = s.cells[:0]
 	s.excl = [5]int{}
+}
+
+// release drops every reference to the caller's data, so that a pooled
+// scheduler does not keep a fleet alive.
+func (s *scheduler) release() {
+	s.ws, s.picks, s.index = nil, nil, nil
+	clear(s.cells[:cap(s.cells)])
+	clear(s.sorted[:cap(s.sorted)])
+	s.pol = Policy{}
 }
 
 // placements turns the chosen workers into node ranks with their GPUs.

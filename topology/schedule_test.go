@@ -568,3 +568,41 @@ func TestLinkScoreMatchesLinkScore(t *testing.T) {
 		}
 	}
 }
+
+func TestScheduleScoresGPUsOnlyForTiedWorkers(t *testing.T) {
+	// Every worker has a different running-task count: spread never ties,
+	// so no worker's GPU pick is needed to rank them.
+	m := dgx1V100(t)
+	var ws []Worker
+	for i := range 6 {
+		ws = append(ws, Worker{ID: "w" + itoa(i), Location: loc("eu/z"), Matrix: m, Free: AllDevices(6), RunningTasks: i})
+	}
+	job := Job{Name: "j", Nodes: 2, GPUsPerNode: 4}
+	var s scheduler
+	s.schedule(job, ws, Policy{})
+	if n := trueCount(s.qualDone); n != 0 {
+		t.Errorf("untied workers: %d GPU picks scored, want 0", n)
+	}
+	// Equal running tasks: the picks decide, once per worker.
+	for i := range ws {
+		ws[i].RunningTasks = 0
+	}
+	s.schedule(job, ws, Policy{})
+	if n := trueCount(s.qualDone); n != len(ws) {
+		t.Errorf("tied workers: %d GPU picks scored, want %d", n, len(ws))
+	}
+	s.schedule(job, ws, Policy{Rank: RankFirstFit})
+	if n := trueCount(s.qualDone); n != 0 {
+		t.Errorf("first_fit: %d GPU picks scored, want 0 (ID order only)", n)
+	}
+}
+
+func trueCount(xs []bool) int {
+	n := 0
+	for _, x := range xs {
+		if x {
+			n++
+		}
+	}
+	return n
+}
