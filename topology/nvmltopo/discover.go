@@ -25,6 +25,9 @@ func Local() (*topology.Matrix, error) {
 // not loaded, and calling one kills the process.
 func Load(lib nvml.Interface) (*topology.Matrix, error) {
 	if ret := lib.Init(); ret != nvml.SUCCESS {
+		if ret == nvml.ERROR_LIBRARY_NOT_FOUND {
+			return nil, fmt.Errorf("%w: nvml init: %s (libnvidia-ml.so.1 could not be loaded: no NVIDIA driver here?)", ErrUnavailable, ret.Error())
+		}
 		return nil, fmt.Errorf("%w: nvml init: %s", ErrUnavailable, ret.Error())
 	}
 	// A failed Shutdown leaves nothing for the caller to do; the matrix
