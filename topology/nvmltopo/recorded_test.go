@@ -4,6 +4,8 @@ package nvmltopo
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -11,67 +13,21 @@ import (
 	"github.com/gpulayer/gpulayer/topology"
 )
 
-// recorded returns what `nvidia-smi topo -m` printed on a recorded machine
-// (testdata/topo/<file>), without its NICs, which NVML cannot see.
-//
-// The matrices are transcribed by hand from the recordings until
-// topology.ParseSMI is on main; then this reads and parses the files.
+// recorded returns what `nvidia-smi topo -m` printed on a recorded machine,
+// testdata/topo/<file> read with topology.ParseSMI, without its NICs, which
+// NVML cannot see.
 func recorded(t *testing.T, file string) *topology.Matrix {
 	t.Helper()
-	m, ok := transcribed[file]
-	if !ok {
-		t.Fatalf("no transcription of %s", file)
+	text, err := os.ReadFile(filepath.Join("..", "..", "testdata", "topo", file))
+	if err != nil {
+		t.Fatal(err)
 	}
-	return m()
-}
-
-var transcribed = map[string]func() *topology.Matrix{
-	"dgx-a100-8x-nv12-8nic-mlx5.txt": func() *topology.Matrix {
-		return &topology.Matrix{
-			Links: linkRows(
-				"X NV12 NV12 NV12 NV12 NV12 NV12 NV12",
-				"NV12 X NV12 NV12 NV12 NV12 NV12 NV12",
-				"NV12 NV12 X NV12 NV12 NV12 NV12 NV12",
-				"NV12 NV12 NV12 X NV12 NV12 NV12 NV12",
-				"NV12 NV12 NV12 NV12 X NV12 NV12 NV12",
-				"NV12 NV12 NV12 NV12 NV12 X NV12 NV12",
-				"NV12 NV12 NV12 NV12 NV12 NV12 X NV12",
-				"NV12 NV12 NV12 NV12 NV12 NV12 NV12 X",
-			),
-			CPUAffinity:  repeat(4, "0-31,64-95", 4, "32-63,96-127"),
-			NUMAAffinity: []topology.NUMASet{{0}, {0}, {0}, {0}, {1}, {1}, {1}, {1}},
-			GPUNUMAID:    nil, // no GPU NUMA ID column
-		}
-	},
-	"4x-rtx6000ada-pcie-2socket-node-sys-4nic.txt": func() *topology.Matrix {
-		return &topology.Matrix{
-			Links: linkRows(
-				"X NODE SYS SYS",
-				"NODE X SYS SYS",
-				"SYS SYS X NODE",
-				"SYS SYS NODE X",
-			),
-			CPUAffinity:  repeat(2, "0-31", 2, "32-63"),
-			NUMAAffinity: []topology.NUMASet{{0}, {0}, {1}, {1}},
-			GPUNUMAID:    []int{-1, -1, -1, -1}, // N/A
-		}
-	},
-	"dgx1-v100-8x-nv1-nv2-mlx5-driver440.txt": func() *topology.Matrix {
-		return &topology.Matrix{
-			Links: linkRows(
-				"X NV1 NV1 NV2 NV2 SYS SYS SYS",
-				"NV1 X NV2 NV1 SYS NV2 SYS SYS",
-				"NV1 NV2 X NV2 SYS SYS NV1 SYS",
-				"NV2 NV1 NV2 X SYS SYS SYS NV1",
-				"NV2 SYS SYS SYS X NV1 NV1 NV2",
-				"SYS NV2 SYS SYS NV1 X NV2 NV1",
-				"SYS SYS NV1 SYS NV1 NV2 X NV2",
-				"SYS SYS SYS NV1 NV2 NV1 NV2 X",
-			),
-			CPUAffinity:  repeat(4, "0-11,24-35", 4, "12-23,36-47"),
-			NUMAAffinity: nil, // CPU Affinity only
-		}
-	},
+	m, err := topology.ParseSMI(string(text))
+	if err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	m.NICs, m.NICLinks = nil, nil
+	return m
 }
 
 // linkRows reads matrix rows written as nvidia-smi tokens.
@@ -84,17 +40,6 @@ func linkRows(rows ...string) [][]topology.Link {
 				panic(fmt.Sprintf("row %d: %v", i, err))
 			}
 			out[i] = append(out[i], l)
-		}
-	}
-	return out
-}
-
-// repeat(2, "a", 3, "b") is a, a, b, b, b.
-func repeat(pairs ...any) []string {
-	var out []string
-	for i := 0; i+1 < len(pairs); i += 2 {
-		for k := 0; k < pairs[i].(int); k++ {
-			out = append(out, pairs[i+1].(string))
 		}
 	}
 	return out
