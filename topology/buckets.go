@@ -62,7 +62,6 @@ func (g *group) size() int { return int(g.hi - g.lo) }
 func (s *scheduler) classify() {
 	s.index = nil
 	clear(s.slots[:])
-	last := int32(-1)
 	freeTotal := 0
 	for i := range s.ws {
 		w := &s.ws[i]
@@ -71,16 +70,13 @@ func (s *scheduler) classify() {
 			s.excl[r]++
 			continue
 		}
-		c := last
+		// A direct-mapped cache on a few bytes of the key finds the cell
+		// whether the fleet is listed zone by zone or round robin.
+		slot := &s.slots[slotOf(w)]
+		c := *slot - 1
 		if c < 0 || !s.cells[c].key.holds(w) {
-			// A direct-mapped cache on a few bytes of the key: fleets listed
-			// zone by zone hit last, fleets listed round robin hit here.
-			slot := &s.slots[slotOf(w)]
-			if c = *slot - 1; c < 0 || !s.cells[c].key.holds(w) {
-				c = s.cellFor(w)
-				*slot = c + 1
-			}
-			last = c
+			c = s.cellFor(w)
+			*slot = c + 1
 		}
 		s.cells[c].compat++
 		free := count(w.freeSet())
@@ -154,10 +150,10 @@ func sameString(a, b string) bool {
 	if len(a) != len(b) {
 		return false
 	}
-	if len(a) > 0 && a[len(a)-1] != b[len(b)-1] {
-		return false
+	if len(a) == 0 {
+		return true
 	}
-	return a == b
+	return a[len(a)-1] == b[len(b)-1] && a == b
 }
 
 // slotCount is the size of the cell cache in classify.
