@@ -14,6 +14,12 @@ func BenchmarkSchedule(b *testing.B) {
 		b.Run(fmt.Sprintf("workers=%d", n), func(b *testing.B) {
 			ws := adrFleet(b, n)
 			job := Job{Name: "train", Nodes: 8, GPUsPerNode: 8}
+			b.ReportAllocs()
+			for b.Loop() {
+				Schedule(job, ws, Policy{})
+			}
+			// After the loop: b.Loop and ResetTimer drop metrics reported
+			// before it.
 			for _, p := range []struct {
 				name   string
 				policy Policy
@@ -25,11 +31,6 @@ func BenchmarkSchedule(b *testing.B) {
 				z, r := span(d)
 				b.ReportMetric(float64(z), p.name+"-zones")
 				b.ReportMetric(float64(r), p.name+"-regions")
-			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			for b.Loop() {
-				Schedule(job, ws, Policy{})
 			}
 		})
 	}
