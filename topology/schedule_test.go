@@ -151,7 +151,7 @@ func TestScheduleAnyIgnoresLocation(t *testing.T) {
 	if z, r := span(pref); z != 3 || r != 1 || pref.Level != LevelRegion {
 		t.Errorf("prefer spans %d zones in %d regions at %s, want 3 in 1 at region (ADR-0021 after)", z, r, pref.Level)
 	}
-	if got, want := pref.Summary, "placed on worker group [w00000 w00010 w00020 w00002 w00012 w00022 w00006 w00016] (same region europe-west1 across 3 zones, torch 2.5.1)"; got != want {
+	if got, want := pref.Summary, "placed on worker group [w00000 w00010 w00020 w00006 w00016 w00026 w00002 w00012] (same region europe-west1 across 3 zones, torch 2.5.1)"; got != want {
 		t.Errorf("summary\n%q\nwant\n%q", got, want)
 	}
 }
