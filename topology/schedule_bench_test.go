@@ -35,3 +35,22 @@ func BenchmarkSchedule(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkScheduleWithoutMatrices is BenchmarkSchedule on the same fleet
+// with no link data, as ADR-0021's benchmark had: the cost of locality and
+// buckets alone, without GPU pick tie-breaks.
+func BenchmarkScheduleWithoutMatrices(b *testing.B) {
+	for _, n := range []int{30, 120, 500, 2000, 10000} {
+		b.Run(fmt.Sprintf("workers=%d", n), func(b *testing.B) {
+			ws := adrFleet(b, n)
+			for i := range ws {
+				ws[i].Matrix = nil
+			}
+			job := Job{Name: "train", Nodes: 8, GPUsPerNode: 8}
+			b.ReportAllocs()
+			for b.Loop() {
+				Schedule(job, ws, Policy{})
+			}
+		})
+	}
+}
