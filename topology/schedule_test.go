@@ -603,3 +603,30 @@ func trueCount(xs []bool) int {
 	}
 	return n
 }
+
+func TestScheduleNeverPanicsOnOddWorkers(t *testing.T) {
+	asym := dgx1V100(t)
+	asym.Links[0][1] = NV(7) // no longer symmetric: PickDevices refuses it
+	odd := []Worker{
+		{ID: "neg", GPUs: -3, Free: ^DeviceSet(0), RunningTasks: -5, FreeMemoryMiB: -1},
+		{ID: "huge", GPUs: 1000, Free: ^DeviceSet(0), RunningTasks: 1 << 62, FreeMemoryMiB: 1 << 62},
+		{ID: "asym", Matrix: asym, Free: DeviceSetOf(0, 1, 2, 3, 4)},
+		{ID: "empty-matrix", Matrix: &Matrix{}, GPUs: 4, Free: AllDevices(4)},
+		{ID: "", Location: loc("r/z/n"), GPUs: 8, Free: AllDevices(8)},
+		{ID: "dup", GPUs: 8, Free: AllDevices(8)},
+		{ID: "dup", GPUs: 8, Free: AllDevices(8)},
+	}
+	for _, pol := range []Policy{{}, {GroupLocality: LocalityZone}, {Rank: RankMostFreeMemory}, {Rank: RankFirstFit, BucketChoice: BucketFirstFill}} {
+		for _, job := range []Job{{Nodes: 1, GPUsPerNode: 1}, {Nodes: 2, GPUsPerNode: 4}, {Nodes: 7, GPUsPerNode: 64}, {Nodes: 1 << 30, GPUsPerNode: 1}} {
+			d := Schedule(job, odd, pol)
+			for _, p := range d.Workers {
+				if len(p.GPUs) != job.GPUsPerNode {
+					t.Errorf("%+v %+v: %s got GPUs %v", pol, job, p.Worker, p.GPUs)
+				}
+			}
+			if _, err := json.Marshal(d); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+}
