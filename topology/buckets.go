@@ -160,15 +160,20 @@ func sameString(a, b string) bool {
 const slotCount = 64
 
 // slotOf hashes the bytes where locations usually differ: the zone's
-// length and last byte, and the region's last byte.
+// length and last byte, and the region's and torch version's last bytes.
+// It reads all three strings up front, so that the memory loads of a
+// worker's key overlap instead of following one another.
 func slotOf(w *Worker) int {
-	z, r := w.Location.Zone, w.Location.Region
+	z, r, t := w.Location.Zone, w.Location.Region, w.TorchVersion
 	h := uint(len(z))
 	if len(z) > 0 {
 		h += uint(z[len(z)-1]) * 7
 	}
 	if len(r) > 0 {
 		h += uint(r[len(r)-1]) * 131
+	}
+	if len(t) > 0 {
+		h += uint(t[len(t)-1]) * 17
 	}
 	return int(h % slotCount)
 }
