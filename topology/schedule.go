@@ -198,10 +198,10 @@ func (s *scheduler) schedule(job Job, workers []Worker, policy Policy) Decision 
 var staticReasons = [...]Reason{ReasonLabel, ReasonRegion, ReasonTooFewGPUs, ReasonBusy, ReasonTooFewFreeGPUs}
 
 // closer reports whether bucket a is closer to holding the job than b: more
-// free workers (more eligible ones when none could ever hold it), then more
-// eligible, then the earlier bucket.
+// free workers, then more eligible ones (eligible first when no bucket could
+// ever hold the job); equal buckets keep the earlier.
 func closer(a, b *BucketExplanation, byEligible bool) bool {
-	if byEligible {
+	if byEligible && a.Eligible != b.Eligible {
 		return a.Eligible > b.Eligible
 	}
 	if a.Free != b.Free {

@@ -97,7 +97,7 @@ func TestScheduleRequiredLevelWaitsOrFails(t *testing.T) {
 		{"no zone could ever hold it: wait", 5, Policy{GroupLocality: LocalityZone}, StatusWaiting, true,
 			`waiting: no zone has 5 workers with torch 2.5.1, even with every worker idle (best: europe-west1-b with 4 of 5); on_unschedulable = "wait" keeps it waiting`},
 		{"network group required, none reported", 1, Policy{GroupLocality: LocalityNetworkGroup, OnUnschedulable: UnschedulableFail}, StatusFailed, true,
-			"failed: no network group has 1 workers, even with every worker idle (best: none)"},
+			"failed: no eligible worker reports a network group"},
 		{"region holds it, n1 reports none", 6, Policy{GroupLocality: LocalityRegion}, StatusPlaced, false,
 			"placed on worker group [a1 a2 a3 b1 b2 n2] (same region europe-west1 across 2 zones, torch 2.5.1)"},
 		{"region short by n1", 7, Policy{GroupLocality: LocalityRegion}, StatusWaiting, false,
