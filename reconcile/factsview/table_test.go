@@ -48,8 +48,8 @@ func testDocument() *facts.Document {
 		},
 		{
 			Name: "gpu-04", Address: "10.0.0.9", Status: facts.StatusUnreachable,
-			Error:    "dial tcp 10.0.0.9:22: connect: connection refused",
-			GPUs:     []facts.GPU{}, FreeGPUs: []int{}, ProbedAt: at,
+			Error: "dial tcp 10.0.0.9:22: connect: connection refused",
+			GPUs:  []facts.GPU{}, FreeGPUs: []int{}, ProbedAt: at,
 			Location: facts.Location{Region: "us-central1", Zone: "us-central1-f", Source: facts.SourceHost},
 		},
 	}}
