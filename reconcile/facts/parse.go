@@ -297,7 +297,7 @@ func (h *Host) parseTopology(s section) {
 		return
 	}
 	h.TopologyRaw = s.text
-	m, err := parseSMI(s.text)
+	m, err := topology.ParseSMI(s.text)
 	if err != nil {
 		h.warn("nvidia-smi topo -m: %v", err)
 		return
