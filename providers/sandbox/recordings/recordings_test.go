@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/gpulayer/gpulayer/topology"
 )
 
 func TestCopiesEqualTheRepositoryRecordings(t *testing.T) {
@@ -37,6 +39,19 @@ func TestEveryEmbeddedFileIsAMachine(t *testing.T) {
 	for _, e := range entries {
 		if !used[e.Name()] {
 			t.Errorf("%s is embedded but no machine uses it", e.Name())
+		}
+	}
+}
+
+func TestEveryMachineTopologyParsesWithItsGPUCount(t *testing.T) {
+	for _, m := range Machines() {
+		mx, err := topology.ParseSMI(m.Topology())
+		if err != nil {
+			t.Errorf("%s: %v", m.Model, err)
+			continue
+		}
+		if mx.GPUs() != m.GPUs {
+			t.Errorf("%s: the recording has %d GPUs, the table says %d", m.Model, mx.GPUs(), m.GPUs)
 		}
 	}
 }
