@@ -46,5 +46,6 @@ and the best-connected free GPUs, and launches it.`,
 	root.PersistentFlags().BoolVar(&noColor, "no-color", false, "disable colour in output (also: NO_COLOR=1)")
 
 	root.AddCommand(newCmdVersion(f, nil))
+	root.AddCommand(newCmdValidate(f, nil), newCmdFmt(f, nil))
 	return root
 }
