@@ -57,6 +57,19 @@ gpulayer_bounded() {
 	fi
 }
 
+# gpulayer_uname prints what `uname -s -r -m` does, from /proc when it can.
+gpulayer_uname() {
+	if [ -r /proc/sys/kernel/ostype ] && [ -r /proc/sys/kernel/osrelease ] &&
+		[ -r /proc/sys/kernel/arch ] &&
+		IFS= read -r gpulayer_s </proc/sys/kernel/ostype &&
+		IFS= read -r gpulayer_r </proc/sys/kernel/osrelease &&
+		IFS= read -r gpulayer_m </proc/sys/kernel/arch; then
+		printf '%s %s %s\n' "$gpulayer_s" "$gpulayer_r" "$gpulayer_m"
+		return 0
+	fi
+	uname -s -r -m
+}
+
 gpulayer_gce_zone() {
 	gpulayer_url=http://169.254.169.254/computeMetadata/v1/instance/zone
 	if command -v curl >/dev/null 2>&1; then
@@ -113,7 +126,7 @@ gpulayer_probe() {
 	else
 		gpulayer_section hostname uname -n
 	fi
-	gpulayer_section uname uname -s -r -m
+	gpulayer_section uname gpulayer_uname
 
 	gpulayer_product=
 	if [ -r /sys/class/dmi/id/product_name ]; then
