@@ -13,6 +13,7 @@ import (
 	"github.com/gpulayer/gpulayer/config"
 	"github.com/gpulayer/gpulayer/providers/sandbox"
 	"github.com/gpulayer/gpulayer/reconcile/probe"
+	"github.com/gpulayer/gpulayer/ssh"
 )
 
 type sandboxOptions struct {
@@ -124,22 +125,12 @@ func printSandboxUsage(f *factory, sb *sandbox.Sandbox, temporary bool) {
 	fmt.Fprintf(out, "  known_hosts    %s\n", sb.KnownHostsPath())
 	fmt.Fprintf(out, "  client key     %s\n\n", sb.KeyPath())
 	fmt.Fprintf(out, "From another terminal:\n\n")
-	fmt.Fprintf(out, "  gpulayer probe %s\n", shellWord(sb.Dir))
+	fmt.Fprintf(out, "  gpulayer probe %s\n", ssh.Quote(sb.Dir))
 	m := sb.Machines[0]
 	fmt.Fprintf(out, "  ssh -i %s -o UserKnownHostsFile=%s -p %d %s@127.0.0.1 nvidia-smi topo -m\n\n",
-		shellWord(sb.KeyPath()), shellWord(sb.KnownHostsPath()), m.Port, sb.User)
+		ssh.Quote(sb.KeyPath()), ssh.Quote(sb.KnownHostsPath()), m.Port, sb.User)
 	if temporary {
 		fmt.Fprintf(out, "The directory is removed when the sandbox stops; use --dir to keep it.\n")
 	}
 	fmt.Fprintf(out, "Press Ctrl-C to stop the machines.\n")
-}
-
-// shellWord quotes s for a command line a person copies, only when needed.
-func shellWord(s string) string {
-	if s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r == '/' || r == '.' || r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
-	}) < 0 {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
