@@ -37,18 +37,15 @@ import (
 )
 
 func main() {
-	if len(os.Args) > 1 {
-		switch os.Args[1] {
-		case "serve":
-			exit(serve(os.Args[2:]))
-		case "client":
-			exit(client(os.Args[2:]))
-		}
+	var err error
+	switch {
+	case len(os.Args) > 1 && os.Args[1] == "serve":
+		err = serve(os.Args[2:])
+	case len(os.Args) > 1 && os.Args[1] == "client":
+		err = client(os.Args[2:])
+	default:
+		err = drive(os.Args[1:])
 	}
-	exit(drive(os.Args[1:]))
-}
-
-func exit(err error) {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchmark:", err)
 		os.Exit(1)
