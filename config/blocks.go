@@ -68,6 +68,27 @@ var jobSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 	{Name: "labels"}, {Name: "launcher"}, {Name: "stop_timeout"},
 }}
 
+// declare checks the name of a top-level block and that no earlier block of
+// its kind has it. Names that expressions refer to (identifier) must be HCL
+// identifiers. ok is false when the block must be skipped.
+func (l *loader) declare(declared map[string]hcl.Range, kind string, identifier bool, b *hcl.Block) (name string, ok bool) {
+	name, nameRange := blockName(b)
+	if identifier {
+		ok = l.checkIdentifier(kind, name, nameRange)
+	} else {
+		ok = l.checkName(kind, name, nameRange)
+	}
+	if !ok {
+		return "", false
+	}
+	if first, dup := declared[name]; dup {
+		l.add(duplicate(kind, name, first, b.DefRange))
+		return "", false
+	}
+	declared[name] = b.DefRange
+	return name, true
+}
+
 // checkIdentifier checks the name of a block that expressions refer to
 // (var.x, ssh.x, policy.x): it must be an HCL identifier.
 func (l *loader) checkIdentifier(kind, name string, rng hcl.Range) bool {
@@ -77,8 +98,8 @@ func (l *loader) checkIdentifier(kind, name string, rng hcl.Range) bool {
 	l.add(&hcl.Diagnostic{
 		Severity: hcl.DiagError,
 		Summary:  "Invalid " + kind + " name",
-		Detail: fmt.Sprintf("%q cannot be the name of a %s: a name starts with a letter or underscore and holds only letters, digits, underscores and hyphens.",
-			name, kind),
+		Detail: fmt.Sprintf("%q cannot be the name of %s %s: a name starts with a letter or underscore and holds only letters, digits, underscores and hyphens.",
+			name, strings.ToLower(article(kind)), kind),
 		Subject: rng.Ptr(),
 	})
 	return false
@@ -100,8 +121,8 @@ func (l *loader) checkName(kind, name string, rng hcl.Range) bool {
 	l.add(&hcl.Diagnostic{
 		Severity: hcl.DiagError,
 		Summary:  "Invalid " + kind + " name",
-		Detail: fmt.Sprintf("%q cannot be the name of a %s: use up to 63 letters, digits, '.', '_' and '-', starting with a letter or digit.",
-			name, kind),
+		Detail: fmt.Sprintf("%q cannot be the name of %s %s: use up to 63 letters, digits, '.', '_' and '-', starting with a letter or digit.",
+			name, strings.ToLower(article(kind)), kind),
 		Subject: rng.Ptr(),
 	})
 	return false
@@ -110,14 +131,10 @@ func (l *loader) checkName(kind, name string, rng hcl.Range) bool {
 func (l *loader) sshBlocks(blocks hcl.Blocks) {
 	l.sshs = &namespace{noun: "ssh block", plural: "ssh blocks", names: map[string]bool{}, values: map[string]cty.Value{}}
 	d := newDecoder(newScope().with("var", l.vars).with("local", l.locals), l.funcs)
-	seen := map[string]*SSH{}
+	declared := map[string]hcl.Range{}
 	for _, b := range blocks {
-		name, nameRange := blockName(b)
-		if !l.checkIdentifier("ssh", name, nameRange) {
-			continue
-		}
-		if prev, dup := seen[name]; dup {
-			l.add(duplicate("ssh block", name, prev.DeclRange, b.DefRange))
+		name, ok := l.declare(declared, "ssh block", true, b)
+		if !ok {
 			continue
 		}
 		s := &SSH{
@@ -142,7 +159,6 @@ func (l *loader) sshBlocks(blocks hcl.Blocks) {
 			}
 		}
 		d.duration(a, "connect_timeout", &s.ConnectTimeout)
-		seen[name] = s
 		l.sshs.names[name] = true
 		l.sshs.values[name] = cty.ObjectVal(map[string]cty.Value{
 			"name":            cty.StringVal(s.Name),
@@ -163,14 +179,10 @@ func (l *loader) sshBlocks(blocks hcl.Blocks) {
 func (l *loader) policies(blocks hcl.Blocks) {
 	l.pols = &namespace{noun: "policy", plural: "policies", names: map[string]bool{}, values: map[string]cty.Value{}}
 	d := newDecoder(newScope().with("var", l.vars).with("local", l.locals).with("ssh", l.sshs), l.funcs)
-	seen := map[string]*Policy{}
+	declared := map[string]hcl.Range{}
 	for _, b := range blocks {
-		name, nameRange := blockName(b)
-		if !l.checkIdentifier("policy", name, nameRange) {
-			continue
-		}
-		if prev, dup := seen[name]; dup {
-			l.add(duplicate("policy", name, prev.DeclRange, b.DefRange))
+		name, ok := l.declare(declared, "policy", true, b)
+		if !ok {
 			continue
 		}
 		p := DefaultPolicy()
@@ -182,11 +194,8 @@ func (l *loader) policies(blocks hcl.Blocks) {
 		d.enum(a, "rank", Ranks, &p.Rank)
 		d.enum(a, "on_unschedulable", Unschedulables, &p.OnUnschedulable)
 		d.enum(a, "bucket_choice", BucketChoices, &p.BucketChoice)
-		if d.strList(a, "regions", &p.Regions) {
-			p.regionsRange = a["regions"].Expr.Range()
-		}
+		d.strList(a, "regions", &p.Regions)
 		d.strMap(a, "labels", &p.Labels)
-		seen[name] = p
 		l.pols.names[name] = true
 		l.pols.values[name] = cty.ObjectVal(map[string]cty.Value{
 			"name":             cty.StringVal(p.Name),
@@ -217,19 +226,15 @@ func DefaultPolicy() *Policy {
 
 func (l *loader) fleets(blocks hcl.Blocks) {
 	d := newDecoder(newScope().with("var", l.vars).with("local", l.locals).with("ssh", l.sshs), l.funcs)
-	seen := map[string]*Fleet{}
+	declared := map[string]hcl.Range{}
 	hostsSeen := map[string]*Host{}
 	sshByName := map[string]*SSH{}
 	for _, s := range l.cfg.SSH {
 		sshByName[s.Name] = s
 	}
 	for _, b := range blocks {
-		name, nameRange := blockName(b)
-		if !l.checkName("fleet", name, nameRange) {
-			continue
-		}
-		if prev, dup := seen[name]; dup {
-			l.add(duplicate("fleet", name, prev.DeclRange, b.DefRange))
+		name, ok := l.declare(declared, "fleet", false, b)
+		if !ok {
 			continue
 		}
 		f := &Fleet{Name: name, DeclRange: b.DefRange}
@@ -253,7 +258,13 @@ func (l *loader) fleets(blocks hcl.Blocks) {
 		}
 		for i, gb := range gcpBlocks {
 			if i > 0 {
-				l.add(duplicate("gcp block", "gcp", gcpBlocks[0].DefRange, gb.DefRange))
+				l.add(&hcl.Diagnostic{
+					Severity: hcl.DiagError,
+					Summary:  "Duplicate gcp block",
+					Detail: fmt.Sprintf("Fleet %q already has a gcp block at %s:%d; a fleet has at most one. Remove this one, or make a second fleet.",
+						name, gcpBlocks[0].DefRange.Filename, gcpBlocks[0].DefRange.Start.Line),
+					Subject: gb.DefRange.Ptr(),
+				})
 				continue
 			}
 			f.GCP = l.gcp(d, gb)
@@ -316,7 +327,6 @@ func (l *loader) fleets(blocks hcl.Blocks) {
 			hostsSeen[h.Name] = h
 			f.Hosts = append(f.Hosts, h)
 		}
-		seen[name] = f
 		l.cfg.Fleets = append(l.cfg.Fleets, f)
 	}
 	l.add(d.diags...)
@@ -401,18 +411,14 @@ func (l *loader) host(d *decoder, f *Fleet, b *hcl.Block) *Host {
 
 func (l *loader) jobs(blocks hcl.Blocks) {
 	d := newDecoder(newScope().with("var", l.vars).with("local", l.locals).with("ssh", l.sshs).with("policy", l.pols), l.funcs)
-	seen := map[string]*Job{}
+	declared := map[string]hcl.Range{}
 	polByName := map[string]*Policy{}
 	for _, p := range l.cfg.Policies {
 		polByName[p.Name] = p
 	}
 	for _, b := range blocks {
-		name, nameRange := blockName(b)
-		if !l.checkName("job", name, nameRange) {
-			continue
-		}
-		if prev, dup := seen[name]; dup {
-			l.add(duplicate("job", name, prev.DeclRange, b.DefRange))
+		name, ok := l.declare(declared, "job", false, b)
+		if !ok {
 			continue
 		}
 		j := &Job{Name: name, GPUsPerNode: DefaultGPUsPerNode, Launcher: LauncherTorchrun, StopTimeout: DefaultStopTimeout, DeclRange: b.DefRange}
@@ -438,7 +444,6 @@ func (l *loader) jobs(blocks hcl.Blocks) {
 		d.strMap(a, "labels", &j.Labels)
 		d.enum(a, "launcher", Launchers, &j.Launcher)
 		d.duration(a, "stop_timeout", &j.StopTimeout)
-		seen[name] = j
 		l.cfg.Jobs = append(l.cfg.Jobs, j)
 	}
 	l.add(d.diags...)

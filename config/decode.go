@@ -194,7 +194,13 @@ func (d *decoder) reference(attrs hcl.Attributes, name, root, noun string) (stri
 	if diags.HasErrors() || len(tr) != 2 || tr.RootName() != root {
 		detail := fmt.Sprintf("The %s argument takes a reference to %s block, such as %s.%s.", name, noun, root, exampleName(ns))
 		if v, vd := attr.Expr.Value(nil); !vd.HasErrors() && v.Type() == cty.String && v.IsKnown() && !v.IsNull() {
-			detail += fmt.Sprintf(" Did you mean %s.%s, without quotes?", root, strings.TrimPrefix(v.AsString(), root+"."))
+			ref := root + "." + strings.TrimPrefix(v.AsString(), root+".")
+			if strings.HasSuffix(attr.Expr.Range().Filename, ".json") {
+				// JSON syntax writes a reference as a string.
+				detail += fmt.Sprintf(" Did you mean %q?", ref)
+			} else {
+				detail += fmt.Sprintf(" Did you mean %s, without quotes?", ref)
+			}
 		}
 		d.add(&hcl.Diagnostic{
 			Severity: hcl.DiagError,

@@ -198,10 +198,19 @@ func duplicate(kind, name string, first, again hcl.Range) *hcl.Diagnostic {
 	return &hcl.Diagnostic{
 		Severity: hcl.DiagError,
 		Summary:  "Duplicate " + kind,
-		Detail: fmt.Sprintf("A %s named %q is already declared at %s:%d. Names must be unique; rename or remove one of them.",
-			kind, name, first.Filename, first.Start.Line),
+		Detail: fmt.Sprintf("%s %s named %q is already declared at %s:%d. Names must be unique; rename or remove one of them.",
+			article(kind), kind, name, first.Filename, first.Start.Line),
 		Subject: again.Ptr(),
 	}
+}
+
+// article is "An" before a kind that is read with a vowel sound ("an ssh
+// block", "an input variable"), else "A".
+func article(kind string) string {
+	if strings.HasPrefix(kind, "ssh") || strings.ContainsAny(kind[:1], "aeiou") {
+		return "An"
+	}
+	return "A"
 }
 
 // blockName is the label of a block; the schema guarantees it has one.

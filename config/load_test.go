@@ -43,6 +43,9 @@ var diagnosticCases = []diagnosticCase{
 	{fixture: "invalid_duration", severity: hcl.DiagError, summary: "Invalid duration for stop_timeout", line: 4},
 	{fixture: "invalid_group_locality", severity: hcl.DiagError, summary: "Invalid value for group_locality", line: 2},
 	{fixture: "invalid_host_key_check", severity: hcl.DiagError, summary: "Invalid value for host_key_check", line: 2},
+	{fixture: "invalid_job_name", severity: hcl.DiagError, summary: "Invalid job name", line: 1},
+	{fixture: "invalid_policy_name", severity: hcl.DiagError, summary: "Invalid policy name", line: 1},
+	{fixture: "invalid_variable_type", severity: hcl.DiagError, summary: "Invalid type specification", line: 2},
 	{fixture: "invalid_launcher", severity: hcl.DiagError, summary: "Invalid value for launcher", line: 4},
 	{fixture: "invalid_on_unschedulable", severity: hcl.DiagError, summary: "Invalid value for on_unschedulable", line: 2},
 	{fixture: "invalid_rank", severity: hcl.DiagError, summary: "Invalid value for rank", line: 2},
@@ -144,6 +147,7 @@ func TestUnknownNamesSuggestTheClosestDeclaredOne(t *testing.T) {
 		{"unknown_attribute", `Did you mean "gpus_per_node"?`},
 		{"unknown_block", `Did you mean "fleet"?`},
 		{"invalid_group_locality", `Did you mean "zone"?`},
+		{"invalid_variable_type", `Did you mean "string"?`},
 		{"quoted_policy_reference", `Did you mean policy.tight, without quotes?`},
 	}
 	for _, tc := range tests {
@@ -372,5 +376,14 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Errorf("%s differs from the golden file:\n%s", name, UnifiedDiff(name, want, got))
+	}
+}
+
+func TestJSONReferenceSuggestionKeepsQuotes(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "main.hcl.json", `{"policy": {"tight": {}}, "job": {"j": {"policy": "tight", "nodes": 1, "command": ["true"]}}}`)
+	_, diags := Load(dir, LoadOptions{})
+	if len(diags) != 1 || !strings.Contains(diags[0].Detail, `Did you mean "policy.tight"?`) {
+		t.Fatalf("diagnostics:\n%s", diagList(diags))
 	}
 }

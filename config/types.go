@@ -138,8 +138,6 @@ type Policy struct {
 	Regions         []string
 	Labels          map[string]string
 	DeclRange       hcl.Range
-
-	regionsRange hcl.Range
 }
 
 // Launchers of a job.
@@ -151,7 +149,7 @@ const (
 // Job is a `job "name"` block.
 type Job struct {
 	Name        string
-	Policy      *Policy // nil: the default policy
+	Policy      *Policy // nil: the default policy; see EffectivePolicy
 	Nodes       int
 	GPUsPerNode int
 	Command     []string

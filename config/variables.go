@@ -35,6 +35,9 @@ var validationSchema = &hcl.BodySchema{
 	},
 }
 
+// typeKeywords are the words a type constraint starts with.
+var typeKeywords = []string{"any", "bool", "list", "map", "number", "object", "set", "string", "tuple"}
+
 // validationRule is a `validation` block of a variable.
 type validationRule struct {
 	condition    hcl.Expression
@@ -58,15 +61,12 @@ type variableValue struct {
 func (l *loader) variables(blocks hcl.Blocks) {
 	l.vars = &namespace{noun: "input variable", plural: "input variables", names: map[string]bool{}, values: map[string]cty.Value{}}
 	decls := map[string]*Variable{}
+	declared := map[string]hcl.Range{}
 	rules := map[string][]validationRule{}
 	literal := newDecoder(newScope(), nil)
 	for _, b := range blocks {
-		name, nameRange := blockName(b)
-		if !l.checkIdentifier("variable", name, nameRange) {
-			continue
-		}
-		if prev, dup := decls[name]; dup {
-			l.add(duplicate("variable", name, prev.DeclRange, b.DefRange))
+		name, ok := l.declare(declared, "variable", true, b)
+		if !ok {
 			continue
 		}
 		v := &Variable{Name: name, Type: cty.DynamicPseudoType, DeclRange: b.DefRange}
@@ -74,6 +74,11 @@ func (l *loader) variables(blocks hcl.Blocks) {
 		l.add(diags...)
 		if attr := content.Attributes["type"]; attr != nil {
 			ty, diags := typeexpr.TypeConstraint(attr.Expr)
+			if kw := hcl.ExprAsKeyword(attr.Expr); kw != "" && diags.HasErrors() {
+				for _, d := range diags {
+					d.Detail += didYouMean(kw, typeKeywords)
+				}
+			}
 			l.add(diags...)
 			if !diags.HasErrors() {
 				v.Type = ty

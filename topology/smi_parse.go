@@ -103,13 +103,19 @@ func ParseSMI(text string) (*Matrix, error) {
 	}
 	header := lines[h]
 
-	// Rows run from the line after the header to the first blank line or
-	// legend ("Legend:", "NIC Legend:").
+	// Rows run from the line after the header to the first blank line,
+	// legend ("Legend:", "NIC Legend:") or line that cannot be a row (a
+	// shell prompt pasted after a matrix-only copy). A line labelled like a
+	// device stays a row, so a damaged one is reported where it is.
+	inHeader := make(map[string]bool, len(header.fields))
+	for _, f := range header.fields {
+		inHeader[f.text] = true
+	}
 	var rows []smiLine
 	end := len(lines)
 	for i := h + 1; i < len(lines); i++ {
 		l := lines[i]
-		if l.blank() || strings.HasSuffix(l.fields[0].text, ":") || l.fields[0].text == "Legend" || l.fields[0].text == "NIC" && len(l.fields) > 1 && strings.HasPrefix(l.fields[1].text, "Legend") {
+		if l.blank() || endsMatrix(l, inHeader) {
 			end = i
 			break
 		}
@@ -267,7 +273,11 @@ func ParseSMI(text string) (*Matrix, error) {
 // sequences and other control bytes, and computing each word's column with
 // tabs expanded to 8.
 func splitSMILines(text string) []smiLine {
-	raw := strings.Split(text, "\n")
+	sep := "\n"
+	if !strings.Contains(text, "\n") && strings.Contains(text, "\r") {
+		sep = "\r" // classic Mac line ends
+	}
+	raw := strings.Split(text, sep)
 	out := make([]smiLine, 0, len(raw))
 	for i, s := range raw {
 		out = append(out, smiLine{no: i + 1, fields: splitSMIFields(s)})
@@ -327,6 +337,26 @@ func splitSMIFields(s string) []smiField {
 	}
 	flush()
 	return fields
+}
+
+// endsMatrix reports whether a non-blank line after the header is not a
+// matrix row: a legend, or a first word that neither names a header column
+// nor looks like a device name.
+func endsMatrix(l smiLine, inHeader map[string]bool) bool {
+	label := l.fields[0].text
+	if strings.HasSuffix(label, ":") || label == "Legend" || label == "NIC" && len(l.fields) > 1 && strings.HasPrefix(l.fields[1].text, "Legend") {
+		return true
+	}
+	if inHeader[label] {
+		return false
+	}
+	for i := 0; i < len(label); i++ {
+		c := label[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return true
+		}
+	}
+	return false
 }
 
 func isGPULabel(s string) bool { return hasNumberSuffix(s, "GPU") }
@@ -546,9 +576,13 @@ func parseID(s string) (int, error) {
 func nicNames(labels []string, after []smiLine) []string {
 	legend := map[string]string{}
 	for _, l := range after {
-		if len(l.fields) == 2 {
+		if len(l.fields) >= 2 {
 			if k, ok := strings.CutSuffix(l.fields[0].text, ":"); ok && isNICLabel(k) {
-				legend[k] = l.fields[1].text
+				words := make([]string, len(l.fields)-1)
+				for i, f := range l.fields[1:] {
+					words[i] = f.text
+				}
+				legend[k] = strings.Join(words, " ")
 			}
 		}
 	}

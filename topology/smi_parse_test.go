@@ -294,6 +294,27 @@ func TestParseSMIReadsFormatsBeyondTheRecordings(t *testing.T) {
 			},
 		},
 		{
+			name: "CR line ends",
+			text: "\tGPU0\tGPU1\tCPU Affinity\r" + "GPU0\t X \tPIX\t0-7\r" + "GPU1\tPIX\t X \t0-7\r",
+			want: func(t *testing.T, m *Matrix) {
+				if m.GPUs() != 2 || m.Links[1][0] != PIX || m.CPUAffinity[0] != "0-7" {
+					t.Errorf("got %d GPUs, %v, %q", m.GPUs(), m.Links[1][0], m.CPUAffinity[0])
+				}
+			},
+		},
+		{
+			name: "shell prompt after a matrix-only copy",
+			text: "$ nvidia-smi topo -m\n        GPU0    GPU1    CPU Affinity    NUMA Affinity\n" +
+				"GPU0     X      NV2     0-23            N/A\n" +
+				"GPU1    NV2      X      0-23            N/A\n" +
+				"user@host:~$ exit\n",
+			want: func(t *testing.T, m *Matrix) {
+				if m.GPUs() != 2 || m.Links[0][1] != NV(2) || m.CPUAffinity[1] != "0-23" {
+					t.Errorf("got %d GPUs, %v, %q", m.GPUs(), m.Links[0][1], m.CPUAffinity[1])
+				}
+			},
+		},
+		{
 			name: "more than ten GPUs and old-style NIC names",
 			text: func() string {
 				var b strings.Builder
@@ -357,6 +378,7 @@ func TestParseSMIRejectsDamagedInputWithTheLine(t *testing.T) {
 		{"backwards range", head + "GPU0     X      PHB     11-0    1\nGPU1    PHB      X      0-11    0\n", 2, "backwards"},
 		{"huge NUMA node", head + "GPU0     X      PHB     0-11    999999999\nGPU1    PHB      X      0-11    0\n", 2, "NUMA Affinity"},
 		{"too many cells", head + "GPU0     X      PHB     0-11    0   7   8\nGPU1    PHB      X      0-11    0\n", 2, "expected at most 2"},
+		{"damaged row label", head + "GPU0     X      PHB     0-11    0\nGPUX    PHB      X      0-11    0\n", 3, "row GPUX has no column"},
 		{"duplicate row", head + "GPU0     X      PHB     0-11    0\nGPU0     X      PHB     0-11    0\n", 3, "second row labelled GPU0"},
 		{"bad GPU NUMA ID", "        GPU0    CPU Affinity    NUMA Affinity   GPU NUMA ID\nGPU0     X      0-19    0               four\n", 2, "GPU NUMA ID"},
 	}

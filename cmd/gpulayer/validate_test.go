@@ -109,3 +109,13 @@ func TestValidateRunsInChdir(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
 }
+
+func TestValidateMissingDirectoryExitsOneWithTheReason(t *testing.T) {
+	io, _, _, errOut := iostreams.Test()
+	if code := run([]string{"validate", "/nonexistent/gpulayer"}, io); code != 1 {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	if !strings.Contains(errOut.String(), "Cannot read configuration directory") || !strings.Contains(errOut.String(), "/nonexistent/gpulayer") {
+		t.Errorf("stderr:\n%s", errOut.String())
+	}
+}

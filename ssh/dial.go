@@ -1,0 +1,160 @@
+package ssh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// dial connects to r, through its bastion if it has one, retrying when
+// the server resets the connection before the handshake finished.
+func (p *Pool) dial(r *resolved) (*ssh.Client, error) {
+	var bastion *ssh.Client
+	if r.bastion != nil {
+		bc, err := p.conn(p.ctx, r.bastion)
+		if err != nil {
+			return nil, fmt.Errorf("bastion %s: %w", r.bastion.label(), err)
+		}
+		bastion = bc.client
+	}
+	kh, err := p.knownHostsFor(r.knownHosts)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := p.keys.keysFor(r)
+	if err != nil {
+		return nil, err
+	}
+	mode := r.HostKeyCheck
+	cfg := &ssh.ClientConfig{
+		User: r.user,
+		Auth: []ssh.AuthMethod{ssh.PublicKeys(keys.signers...)},
+		HostKeyCallback: func(address string, remote net.Addr, key ssh.PublicKey) error {
+			return kh.check(address, remote, key, mode)
+		},
+		HostKeyAlgorithms: kh.hostKeyAlgorithms(r.hostPort()),
+	}
+
+	retry := p.opts.Retry
+	backoff := retry.InitialBackoff
+	for attempt := 1; ; attempt++ {
+		select {
+		case p.dialSem <- struct{}{}:
+		case <-p.ctx.Done():
+			return nil, ErrPoolClosed
+		}
+		client, err := p.dialOnce(r, bastion, cfg)
+		<-p.dialSem
+		if err == nil {
+			return client, nil
+		}
+		if attempt >= retry.Attempts || !resetByServer(err) {
+			if attempt > 1 {
+				err = fmt.Errorf("%w (after %d attempts)", err, attempt)
+			}
+			return nil, explainDialError(err, r, keys, p.opts.AgentSocket)
+		}
+		// Full jitter spreads a burst of clients that were reset together.
+		wait := backoff/2 + rand.N(backoff/2+1)
+		select {
+		case <-time.After(wait):
+		case <-p.ctx.Done():
+			return nil, ErrPoolClosed
+		}
+		backoff = min(backoff*2, retry.MaxBackoff)
+	}
+}
+
+// dialOnce makes one TCP connect and SSH handshake, bounded together by
+// the target's connect timeout (ssh.ClientConfig.Timeout would bound only
+// the connect, and a server that accepts and never speaks would hang the
+// handshake forever).
+func (p *Pool) dialOnce(r *resolved, bastion *ssh.Client, cfg *ssh.ClientConfig) (*ssh.Client, error) {
+	p.dials.Add(1)
+	n := p.dialing.Add(1)
+	defer p.dialing.Add(-1)
+	for peak := p.peakDialing.Load(); n > peak && !p.peakDialing.CompareAndSwap(peak, n); peak = p.peakDialing.Load() {
+	}
+	limit := r.connectTimeout()
+	ctx, cancel := context.WithTimeout(p.ctx, limit)
+	defer cancel()
+	address := r.hostPort()
+
+	var conn net.Conn
+	var err error
+	if bastion != nil {
+		conn, err = bastion.DialContext(ctx, "tcp", address)
+	} else {
+		var d net.Dialer
+		conn, err = d.DialContext(ctx, "tcp", address)
+	}
+	if err != nil {
+		if p.ctx.Err() != nil {
+			return nil, ErrPoolClosed
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("connect to %s: no answer within %s: %w", address, limit, context.DeadlineExceeded)
+		}
+		if bastion != nil {
+			return nil, fmt.Errorf("connect to %s through bastion %s: %w", address, r.bastion.label(), err)
+		}
+		return nil, fmt.Errorf("connect to %s: %w", address, err)
+	}
+
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	c, chans, reqs, err := ssh.NewClientConn(conn, address, cfg)
+	if !stop() {
+		// The deadline closed the connection under the handshake.
+		if err == nil {
+			c.Close()
+		}
+		if p.ctx.Err() != nil {
+			return nil, ErrPoolClosed
+		}
+		return nil, fmt.Errorf("ssh handshake with %s did not finish within %s of connecting: %w", address, limit, context.DeadlineExceeded)
+	}
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return ssh.NewClient(c, chans, reqs), nil
+}
+
+// resetByServer reports whether err is the server closing or resetting the
+// connection before the handshake finished: what sshd does to connections
+// beyond its MaxStartups, and worth another try.
+func resetByServer(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNABORTED) ||
+		errors.Is(err, syscall.EPIPE)
+}
+
+// explainDialError turns x/crypto's handshake errors into sentences that
+// say what to do.
+func explainDialError(err error, r *resolved, keys *offered, agentSocket string) error {
+	var unknown *UnknownHostKeyError
+	var changed *HostKeyChangedError
+	switch {
+	case errors.As(err, &changed):
+		return changed
+	case errors.As(err, &unknown):
+		return unknown
+	case strings.Contains(err.Error(), "unable to authenticate"):
+		msg := fmt.Sprintf("authentication as %q at %s failed: the server accepted none of %s", r.user, r.hostPort(), keys.describe())
+		if h := keys.hint(agentSocket); h != "" {
+			msg += "; " + h
+		}
+		return errors.New(msg)
+	case resetByServer(err):
+		return fmt.Errorf("connection to %s closed by the server during the handshake (too many connections at once? see sshd's MaxStartups): %w", r.hostPort(), err)
+	}
+	return err
+}

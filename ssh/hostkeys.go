@@ -1,0 +1,247 @@
+package ssh
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
+)
+
+// UnknownHostKeyError is returned when known_hosts does not list the host
+// and the host key check is strict.
+type UnknownHostKeyError struct {
+	Address        string // "host:port" as dialed
+	KeyType        string // e.g. "ssh-ed25519"
+	Fingerprint    string // "SHA256:..."
+	KnownHostsFile string
+}
+
+func (e *UnknownHostKeyError) Error() string {
+	host, port, _ := net.SplitHostPort(e.Address)
+	keyscan := "ssh-keyscan"
+	if port != "" && port != "22" {
+		keyscan += " -p " + port
+	}
+	keyscan += " -t " + strings.TrimPrefix(e.KeyType, "ssh-") + " " + Quote(host) + " >> " + Quote(e.KnownHostsFile)
+	return fmt.Sprintf("host key of %s is unknown: it offered %s key %s, which %s does not list; "+
+		"if that fingerprint is the host's, accept it with host_key_check = %q in the ssh block, "+
+		"or record it with: %s",
+		knownhosts.Normalize(e.Address), e.KeyType, e.Fingerprint, e.KnownHostsFile, HostKeyAcceptNew, keyscan)
+}
+
+// HostKeyChangedError is returned when the host offers a key other than
+// the ones known_hosts lists for it. It is never accepted, whatever the
+// host key check mode: it is what a man-in-the-middle attack looks like.
+type HostKeyChangedError struct {
+	Address     string // "host:port" as dialed
+	KeyType     string
+	Fingerprint string
+	Known       []knownhosts.KnownKey
+}
+
+func (e *HostKeyChangedError) Error() string {
+	var known []string
+	file := ""
+	for _, k := range e.Known {
+		known = append(known, fmt.Sprintf("%s:%d (%s %s)", k.Filename, k.Line, k.Key.Type(), ssh.FingerprintSHA256(k.Key)))
+		if file == "" {
+			file = k.Filename
+		}
+	}
+	return fmt.Sprintf("WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED! %s offered %s key %s, but known_hosts holds %s. "+
+		"Someone could be eavesdropping on you right now (man-in-the-middle attack), or the host key has just been changed. "+
+		"Refusing to connect. If the change is expected, remove the old key with: ssh-keygen -R %s -f %s",
+		knownhosts.Normalize(e.Address), e.KeyType, e.Fingerprint, strings.Join(known, ", "),
+		Quote(knownhosts.Normalize(e.Address)), Quote(file))
+}
+
+// knownHostsFile is one known_hosts file, parsed once per pool and parsed
+// again after this pool appends to it.
+type knownHostsFile struct {
+	path string
+
+	mu sync.Mutex
+	cb ssh.HostKeyCallback // nil while the file does not exist
+}
+
+func newKnownHostsFile(path string) (*knownHostsFile, error) {
+	f := &knownHostsFile{path: path}
+	if err := f.load(); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// load parses the file again. A missing file is an empty database.
+func (f *knownHostsFile) load() error {
+	cb, err := knownhosts.New(f.path)
+	if errors.Is(err, os.ErrNotExist) {
+		cb, err = nil, nil
+	}
+	if err != nil {
+		return fmt.Errorf("known_hosts %s: %w", f.path, err)
+	}
+	f.mu.Lock()
+	f.cb = cb
+	f.mu.Unlock()
+	return nil
+}
+
+func (f *knownHostsFile) callback() ssh.HostKeyCallback {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cb
+}
+
+// probeKey is a key no known_hosts file lists: checking it against the
+// database makes knownhosts report every key it holds for an address.
+var probeKey = sync.OnceValue(func() ssh.PublicKey {
+	pub, _, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		return nil
+	}
+	k, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		return nil
+	}
+	return k
+})
+
+// known returns the keys the file holds for address ("host:port").
+func (f *knownHostsFile) known(address string) []knownhosts.KnownKey {
+	cb := f.callback()
+	pk := probeKey()
+	if cb == nil || pk == nil {
+		return nil
+	}
+	var ke *knownhosts.KeyError
+	if err := cb(address, placeholderAddr, pk); errors.As(err, &ke) {
+		return ke.Want
+	}
+	return nil
+}
+
+// placeholderAddr is passed as the remote address when only the dialed
+// address matters; knownhosts prefers the dialed address when it is given.
+var placeholderAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 22}
+
+// hostKeyAlgorithms lists the host key algorithms to offer for address:
+// those of the keys known_hosts holds for it, so that the server presents
+// the key we can check (x/crypto prefers ECDSA where OpenSSH records
+// ed25519). Nil means the library's defaults, for hosts not listed.
+func (f *knownHostsFile) hostKeyAlgorithms(address string) []string {
+	var algos []string
+	seen := map[string]bool{}
+	add := func(a string) {
+		if !seen[a] {
+			seen[a] = true
+			algos = append(algos, a)
+		}
+	}
+	for _, k := range f.known(address) {
+		switch t := k.Key.Type(); t {
+		case ssh.KeyAlgoRSA:
+			add(ssh.KeyAlgoRSASHA512)
+			add(ssh.KeyAlgoRSASHA256)
+			add(ssh.KeyAlgoRSA)
+		default:
+			add(t)
+		}
+	}
+	return algos
+}
+
+// check verifies key for address against the file. With accept-new, an
+// address the file does not list is recorded.
+func (f *knownHostsFile) check(address string, remote net.Addr, key ssh.PublicKey, mode string) error {
+	err := f.verify(address, remote, key)
+	var unknown *UnknownHostKeyError
+	if !errors.As(err, &unknown) || mode != HostKeyAcceptNew {
+		return err
+	}
+	return f.record(address, remote, key)
+}
+
+// verify checks key without changing anything.
+func (f *knownHostsFile) verify(address string, remote net.Addr, key ssh.PublicKey) error {
+	cb := f.callback()
+	if cb != nil {
+		err := cb(address, remote, key)
+		if err == nil {
+			return nil
+		}
+		var ke *knownhosts.KeyError
+		if !errors.As(err, &ke) {
+			// Revoked keys and malformed addresses.
+			return fmt.Errorf("host key of %s: %w", knownhosts.Normalize(address), err)
+		}
+		if len(ke.Want) > 0 {
+			return &HostKeyChangedError{Address: address, KeyType: key.Type(), Fingerprint: ssh.FingerprintSHA256(key), Known: ke.Want}
+		}
+	}
+	return &UnknownHostKeyError{Address: address, KeyType: key.Type(), Fingerprint: ssh.FingerprintSHA256(key), KnownHostsFile: f.path}
+}
+
+// record appends key for address to the file, under an exclusive lock so
+// that concurrent gpulayer runs (and ssh itself, which appends the same
+// way) never interleave lines. Another writer may have recorded the host
+// since the file was read: the file is read again under the lock and a
+// key it now holds wins, as if it had been there from the start.
+func (f *knownHostsFile) record(address string, remote net.Addr, key ssh.PublicKey) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := os.MkdirAll(filepath.Dir(f.path), 0o700); err != nil {
+		return fmt.Errorf("recording host key of %s: %w", knownhosts.Normalize(address), err)
+	}
+	file, err := os.OpenFile(f.path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("recording host key of %s: %w", knownhosts.Normalize(address), err)
+	}
+	defer file.Close()
+	if err := lockFile(file); err != nil {
+		return fmt.Errorf("recording host key of %s: locking %s: %w", knownhosts.Normalize(address), f.path, err)
+	}
+	defer unlockFile(file)
+
+	content, err := io.ReadAll(io.NewSectionReader(file, 0, 1<<40))
+	if err != nil {
+		return fmt.Errorf("recording host key of %s: reading %s: %w", knownhosts.Normalize(address), f.path, err)
+	}
+	if len(bytes.TrimSpace(content)) > 0 {
+		cb, err := knownhosts.New(f.path)
+		if err != nil {
+			return fmt.Errorf("known_hosts %s: %w", f.path, err)
+		}
+		f.cb = cb
+		if err := cb(address, remote, key); err == nil {
+			return nil
+		} else if ke := (*knownhosts.KeyError)(nil); errors.As(err, &ke) && len(ke.Want) > 0 {
+			return &HostKeyChangedError{Address: address, KeyType: key.Type(), Fingerprint: ssh.FingerprintSHA256(key), Known: ke.Want}
+		}
+	}
+	line := knownhosts.Line([]string{knownhosts.Normalize(address)}, key) + "\n"
+	if len(content) > 0 && content[len(content)-1] != '\n' {
+		line = "\n" + line
+	}
+	if _, err := file.WriteString(line); err != nil {
+		return fmt.Errorf("recording host key of %s in %s: %w", knownhosts.Normalize(address), f.path, err)
+	}
+	if err := file.Sync(); err != nil {
+		return fmt.Errorf("recording host key of %s in %s: %w", knownhosts.Normalize(address), f.path, err)
+	}
+	cb, err := knownhosts.New(f.path)
+	if err != nil {
+		return fmt.Errorf("known_hosts %s: %w", f.path, err)
+	}
+	f.cb = cb
+	return nil
+}

@@ -1,0 +1,181 @@
+package ssh
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// Result is what a finished command left behind.
+type Result struct {
+	Stdout, Stderr []byte
+	// ExitCode is the command's exit status; 128+n when signal n ended it
+	// (as sh reports it), and -1 when the command did not finish.
+	ExitCode int
+	// Signal names the signal that ended the command ("KILL", "TERM"),
+	// empty when it exited by itself.
+	Signal string
+}
+
+// abandonWait bounds how long Run waits for a cancelled session to wind
+// down before it returns anyway.
+const abandonWait = 2 * time.Second
+
+// Run runs command on t with sh semantics (sshd hands it to the user's
+// login shell) and returns its output and exit status. The first Run for a
+// host dials it; later ones open a new session on the same connection,
+// waiting while MaxSessionsPerConn sessions are open on it.
+//
+// A command that exits non-zero is not an error: its status is in
+// Result.ExitCode. Errors are for everything else (cannot dial, cannot
+// authenticate, host key refused, ctx done, output too large), each naming
+// the host. When ctx is done first, the remote command is sent SIGTERM and
+// its session is closed; sshd does not kill a command without a pty when
+// its session closes, so slow commands should also be wrapped in the
+// remote `timeout` utility. stdin may be nil; otherwise it must reach EOF,
+// since the session waits until it has been sent.
+//
+// Command is given to the remote shell as is: quote every value that came
+// from a file or a machine with Quote.
+func (p *Pool) Run(ctx context.Context, t Target, command string, stdin io.Reader) (Result, error) {
+	r, err := resolve(t)
+	if err != nil {
+		return Result{ExitCode: -1}, hostError(t, err)
+	}
+	for attempt := 0; ; attempt++ {
+		c, err := p.conn(ctx, r)
+		if err != nil {
+			return Result{ExitCode: -1}, hostError(t, err)
+		}
+		res, err := p.runSession(ctx, c, command, stdin)
+		var stale *staleConnError
+		if errors.As(err, &stale) && attempt == 0 {
+			// The connection died between commands (host rebooted,
+			// keepalive gave up): dial again once.
+			c.dead.Store(true)
+			p.forget(c)
+			continue
+		}
+		if err != nil {
+			return res, hostError(t, err)
+		}
+		return res, nil
+	}
+}
+
+// staleConnError is a session that could not be opened because its
+// connection had ended.
+type staleConnError struct{ err error }
+
+func (e *staleConnError) Error() string { return "connection lost: " + e.err.Error() }
+func (e *staleConnError) Unwrap() error { return e.err }
+
+func (p *Pool) runSession(ctx context.Context, c *hostConn, command string, stdin io.Reader) (Result, error) {
+	select {
+	case c.sessions <- struct{}{}:
+	case <-ctx.Done():
+		return Result{ExitCode: -1}, fmt.Errorf("waiting for a free session: %w", ctx.Err())
+	}
+	defer func() { <-c.sessions }()
+
+	sess, err := c.client.NewSession()
+	if err != nil {
+		if c.dead.Load() || errors.Is(err, io.EOF) {
+			return Result{ExitCode: -1}, &staleConnError{err}
+		}
+		return Result{ExitCode: -1}, fmt.Errorf("open session: %w", err)
+	}
+	defer sess.Close()
+
+	stdout := &cappedBuffer{max: p.opts.MaxOutputBytes}
+	stderr := &cappedBuffer{max: p.opts.MaxOutputBytes}
+	sess.Stdout, sess.Stderr = stdout, stderr
+	if stdin != nil {
+		sess.Stdin = stdin
+	}
+	if err := sess.Start(command); err != nil {
+		return Result{ExitCode: -1}, fmt.Errorf("start command: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- sess.Wait() }()
+
+	var waitErr error
+	select {
+	case waitErr = <-done:
+	case <-ctx.Done():
+		// Best effort: OpenSSH's sshd delivers the signal to the command
+		// since 7.9; closing alone would leave it running.
+		_ = sess.Signal(ssh.SIGTERM)
+		sess.Close()
+		select {
+		case <-done:
+		case <-time.After(abandonWait):
+		}
+		res := Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), ExitCode: -1}
+		return res, fmt.Errorf("command stopped: %w", ctx.Err())
+	}
+
+	res := Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}
+	var exitErr *ssh.ExitError
+	var missing *ssh.ExitMissingError
+	switch {
+	case waitErr == nil:
+	case errors.As(waitErr, &exitErr):
+		res.ExitCode = exitErr.ExitStatus()
+		res.Signal = exitErr.Signal()
+	case errors.As(waitErr, &missing):
+		res.ExitCode = -1
+		return res, errors.New("command ended without an exit status (connection lost?)")
+	default:
+		res.ExitCode = -1
+		return res, fmt.Errorf("command: %w", waitErr)
+	}
+	for _, b := range []struct {
+		name string
+		buf  *cappedBuffer
+	}{{"stdout", stdout}, {"stderr", stderr}} {
+		if b.buf.dropped > 0 {
+			return res, fmt.Errorf("command wrote more than %d bytes to %s; %d bytes dropped", b.buf.max, b.name, b.buf.dropped)
+		}
+	}
+	return res, nil
+}
+
+// cappedBuffer keeps the first max bytes written to it and counts the
+// rest, so that a machine cannot exhaust our memory. It never fails a
+// write: the session keeps draining the channel.
+type cappedBuffer struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	max     int
+	dropped int64
+}
+
+func (b *cappedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	room := b.max - b.buf.Len()
+	if room < len(p) {
+		if room < 0 {
+			room = 0
+		}
+		b.buf.Write(p[:room])
+		b.dropped += int64(len(p) - room)
+		return len(p), nil
+	}
+	b.buf.Write(p)
+	return len(p), nil
+}
+
+// Bytes returns a copy of what was kept.
+func (b *cappedBuffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return bytes.Clone(b.buf.Bytes())
+}

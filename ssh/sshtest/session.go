@@ -1,0 +1,199 @@
+package sshtest
+
+import (
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// commandEnv is the environment of every command: the server process's,
+// then extra, whose entries win (os/exec keeps the last of duplicates).
+func commandEnv(extra []string) []string {
+	env := os.Environ()
+	return append(env[:len(env):len(env)], extra...)
+}
+
+// signals maps SSH signal names (RFC 4254 6.9) to this system's.
+var signals = map[string]syscall.Signal{
+	"ABRT": syscall.SIGABRT, "ALRM": syscall.SIGALRM, "FPE": syscall.SIGFPE,
+	"HUP": syscall.SIGHUP, "ILL": syscall.SIGILL, "INT": syscall.SIGINT,
+	"KILL": syscall.SIGKILL, "PIPE": syscall.SIGPIPE, "QUIT": syscall.SIGQUIT,
+	"SEGV": syscall.SIGSEGV, "TERM": syscall.SIGTERM, "USR1": syscall.SIGUSR1,
+	"USR2": syscall.SIGUSR2,
+}
+
+func signalName(sig syscall.Signal) string {
+	for name, s := range signals {
+		if s == sig {
+			return name
+		}
+	}
+	return "SIG" + sig.String()
+}
+
+// command is one exec request being served.
+type command struct {
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	exited  bool
+	outputs []*os.File // read ends of stdout and stderr
+}
+
+// signal sends sig to the command's process group while it runs.
+func (c *command) signal(sig syscall.Signal) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cmd != nil && !c.exited {
+		syscall.Kill(-c.cmd.Process.Pid, sig)
+	}
+}
+
+// abandon kills a command whose session went away, with its process
+// group, and stops copying output that background children still write.
+func (c *command) abandon() {
+	c.signal(syscall.SIGKILL)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, f := range c.outputs {
+		f.Close()
+	}
+}
+
+// session serves one session channel until it closes.
+// open counts the connection's open sessions and running its running
+// commands; the session counts itself out as soon as it closes.
+func (s *Server) session(ch ssh.Channel, reqs <-chan *ssh.Request, open, running *atomic.Int64) {
+	env := s.env
+	var c *command
+	for req := range reqs {
+		switch req.Type {
+		case "env":
+			var kv struct{ Name, Value string }
+			if ssh.Unmarshal(req.Payload, &kv) != nil || kv.Name == "" || strings.Contains(kv.Name, "=") {
+				req.Reply(false, nil)
+				continue
+			}
+			env = append(env[:len(env):len(env)], kv.Name+"="+kv.Value)
+			req.Reply(true, nil)
+		case "exec":
+			var p struct{ Command string }
+			if c != nil || ssh.Unmarshal(req.Payload, &p) != nil {
+				req.Reply(false, nil)
+				continue
+			}
+			var err error
+			c, err = s.start(ch, p.Command, env, running)
+			if err != nil {
+				req.Reply(false, nil)
+				ch.Stderr().Write([]byte("sshtest: " + err.Error() + "\n"))
+				ch.Close()
+				continue
+			}
+			req.Reply(true, nil)
+		case "signal":
+			var p struct{ Signal string }
+			if ssh.Unmarshal(req.Payload, &p) == nil && c != nil {
+				if sig, ok := signals[p.Signal]; ok {
+					c.signal(sig)
+				}
+			}
+			if req.WantReply {
+				req.Reply(false, nil)
+			}
+		default:
+			// No pty, shell or subsystem.
+			req.Reply(false, nil)
+		}
+	}
+	// The channel closed: by us after the command exited, by the client,
+	// or because the connection or the server went away.
+	open.Add(-1)
+	if c != nil {
+		c.abandon()
+	}
+}
+
+// start runs command with the shell in its own process group and streams
+// its input and output over ch; once it exited and its output is drained,
+// the exit status is sent and ch closed.
+func (s *Server) start(ch ssh.Channel, line string, env []string, running *atomic.Int64) (*command, error) {
+	cmd := exec.Command(s.opts.Shell, "-c", line)
+	cmd.Env = env
+	cmd.Dir = s.opts.Dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+	if err := cmd.Start(); err != nil {
+		for _, f := range []*os.File{outR, outW, errR, errW} {
+			f.Close()
+		}
+		stdin.Close()
+		return nil, err
+	}
+	outW.Close()
+	errW.Close()
+	s.notePeak(running.Add(1))
+	c := &command{cmd: cmd, outputs: []*os.File{outR, errR}}
+
+	go func() {
+		io.Copy(stdin, ch)
+		stdin.Close()
+	}()
+	var copying sync.WaitGroup
+	copying.Add(2)
+	go func() { defer copying.Done(); io.Copy(ch, outR) }()
+	go func() { defer copying.Done(); io.Copy(ch.Stderr(), errR) }()
+	go func() {
+		err := cmd.Wait()
+		running.Add(-1)
+		c.mu.Lock()
+		c.exited = true
+		c.mu.Unlock()
+		// Like sshd, the session lasts while anything still holds the
+		// command's stdout or stderr open, background children included.
+		copying.Wait()
+		outR.Close()
+		errR.Close()
+		sendExit(ch, cmd.ProcessState, err)
+		ch.Close()
+	}()
+	return c, nil
+}
+
+// sendExit reports how the command ended: exit-status, or exit-signal
+// when a signal killed it.
+func sendExit(ch ssh.Channel, ps *os.ProcessState, waitErr error) {
+	if ps == nil {
+		ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{255}))
+		return
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		ch.SendRequest("exit-signal", false, ssh.Marshal(struct {
+			Signal     string
+			CoreDumped bool
+			Error      string
+			Lang       string
+		}{Signal: signalName(ws.Signal()), CoreDumped: ws.CoreDump()}))
+		return
+	}
+	ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{uint32(ps.ExitCode())}))
+}
