@@ -94,6 +94,8 @@ func Start(opts Options) (_ *Sandbox, err error) {
 			return nil, fmt.Errorf("sandbox: %w", err)
 		}
 	}
+	// Always rewritten, so a directory of an older sandbox gets this
+	// version's scripts.
 	if err := writeScripts(filepath.Join(dir, "bin")); err != nil {
 		return nil, err
 	}
@@ -101,14 +103,10 @@ func Start(opts Options) (_ *Sandbox, err error) {
 	if err != nil {
 		return nil, err
 	}
-
-	base := baseEnv(filepath.Join(dir, "bin"))
 	var known strings.Builder
-	models := recordings.Machines()
 	for i := 0; i < opts.Hosts; i++ {
-		m := plan(i, opts.Hosts, models)
-		m.Dir = filepath.Join(dir, "machines", m.Name)
-		if err := writeMachine(&m); err != nil {
+		m, env, err := Prepare(dir, i, opts.Hosts)
+		if err != nil {
 			return nil, err
 		}
 		hostKey, err := newSigner()
@@ -118,13 +116,9 @@ func Start(opts Options) (_ *Sandbox, err error) {
 		srv, err := sshtest.Start(sshtest.Options{
 			HostKey:        hostKey,
 			AuthorizedKeys: []gossh.PublicKey{client},
-			Env: append(append([]string(nil), base...),
-				"HOME="+filepath.Join(m.Dir, "home"),
-				"GPULAYER_SANDBOX_MACHINE="+m.Dir,
-				"GPULAYER_SANDBOX_TORCH="+m.Torch,
-			),
-			Dir:   filepath.Join(m.Dir, "home"),
-			Shell: filepath.Join(dir, "bin", "sandbox-shell"),
+			Env:            env,
+			Dir:            filepath.Join(m.Dir, "home"),
+			Shell:          filepath.Join(dir, "bin", "sandbox-shell"),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("sandbox: machine %s: %w", m.Name, err)
@@ -143,6 +137,36 @@ func Start(opts Options) (_ *Sandbox, err error) {
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
 	return s, nil
+}
+
+// Prepare writes the files of machine i of an n-machine sandbox in dir (the
+// shared bin/ with the fake nvidia-smi, python3 and login shell, and
+// machines/NAME/) and returns the machine and the variables its sessions
+// need in their environment. Start serves each machine with an in-process
+// SSH server; a test can serve one with OpenSSH's sshd instead (SetEnv).
+func Prepare(dir string, i, n int) (Machine, []string, error) {
+	bin := filepath.Join(dir, "bin")
+	if _, err := os.Stat(filepath.Join(bin, "sandbox-shell")); err != nil {
+		for _, d := range []string{bin, filepath.Join(dir, "machines")} {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				return Machine{}, nil, fmt.Errorf("sandbox: %w", err)
+			}
+		}
+		if err := writeScripts(bin); err != nil {
+			return Machine{}, nil, err
+		}
+	}
+	m := plan(i, n, recordings.Machines())
+	m.Dir = filepath.Join(dir, "machines", m.Name)
+	if err := writeMachine(&m); err != nil {
+		return Machine{}, nil, err
+	}
+	env := append(baseEnv(bin),
+		"HOME="+filepath.Join(m.Dir, "home"),
+		"GPULAYER_SANDBOX_MACHINE="+m.Dir,
+		"GPULAYER_SANDBOX_TORCH="+m.Torch,
+	)
+	return m, env, nil
 }
 
 // Close stops every machine's SSH server and ends the processes that were
