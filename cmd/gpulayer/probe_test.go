@@ -156,3 +156,15 @@ func TestSandboxOnceProbesItsFleetAndStops(t *testing.T) {
 		}
 	}
 }
+
+func TestProbeShowsProgressOnlyOnATerminal(t *testing.T) {
+	sb := startProbeSandbox(t, 2)
+	io, _, _, errOut := iostreams.Test()
+	io.SetStderrTTY(true)
+	if code := run([]string{"probe", sb.Dir}, io); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	if !strings.Contains(errOut.String(), "probing: 2/2 hosts") {
+		t.Fatalf("no progress on a terminal stderr: %q", errOut.String())
+	}
+}
