@@ -54,7 +54,8 @@ func main() {
 
 // result is one measured fan-out.
 type result struct {
-	Client      string  `json:"client"` // "gpulayer" or "openssh"
+	Client      string  `json:"client"`  // "gpulayer" or "openssh"
+	Command     string  `json:"command"` // "probe" (the facts script) or "true" (the fan-out alone)
 	Hosts       int     `json:"hosts"`
 	Parallelism int     `json:"parallelism"`
 	Run         int     `json:"run"`
@@ -69,6 +70,7 @@ func drive(args []string) error {
 	sizes := fs.String("sizes", "10,100,500", "fleet sizes, comma-separated")
 	runs := fs.Int("runs", 5, "measured runs per client and size")
 	par := fs.Int("parallelism", 64, "hosts probed at once, by both clients")
+	floor := fs.Bool("floor", true, "also run `true` instead of the probe, to separate the fan-out from the work on the machines")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -86,7 +88,11 @@ func drive(args []string) error {
 		if err != nil || n < 1 {
 			return fmt.Errorf("-sizes: bad size %q", s)
 		}
-		rs, err := benchSize(self, n, *runs, *par)
+		commands := []string{"probe"}
+		if *floor {
+			commands = append(commands, "true")
+		}
+		rs, err := benchSize(self, n, *runs, *par, commands)
 		if err != nil {
 			return fmt.Errorf("%d hosts: %w", n, err)
 		}
@@ -96,7 +102,7 @@ func drive(args []string) error {
 	return nil
 }
 
-func benchSize(self string, n, runs, par int) ([]result, error) {
+func benchSize(self string, n, runs, par int, commands []string) ([]result, error) {
 	dir, err := os.MkdirTemp("", "gpulayer-bench-")
 	if err != nil {
 		return nil, err
@@ -126,28 +132,30 @@ func benchSize(self string, n, runs, par int) ([]result, error) {
 		if run%2 == 1 {
 			order[0], order[1] = order[1], order[0]
 		}
-		for _, c := range order {
-			r, err := runClient(self, c, dir, n, par)
-			if err != nil {
-				return nil, err
+		for _, command := range commands {
+			for _, c := range order {
+				r, err := runClient(self, c, command, dir, n, par)
+				if err != nil {
+					return nil, err
+				}
+				if run == 0 {
+					continue
+				}
+				r.Run = run
+				if r.OK != n {
+					return nil, fmt.Errorf("%s %s: %d of %d hosts answered", c, command, r.OK, n)
+				}
+				line, _ := json.Marshal(r)
+				fmt.Println(string(line))
+				out = append(out, r)
 			}
-			if run == 0 {
-				continue
-			}
-			r.Run = run
-			if r.OK != n {
-				return nil, fmt.Errorf("%s probed %d of %d hosts", c, r.OK, n)
-			}
-			line, _ := json.Marshal(r)
-			fmt.Println(string(line))
-			out = append(out, r)
 		}
 	}
 	return out, nil
 }
 
-func runClient(self, impl, dir string, n, par int) (result, error) {
-	cmd := exec.Command(self, "client", "-impl", impl, "-dir", dir, "-parallelism", strconv.Itoa(par))
+func runClient(self, impl, command, dir string, n, par int) (result, error) {
+	cmd := exec.Command(self, "client", "-impl", impl, "-command", command, "-dir", dir, "-parallelism", strconv.Itoa(par))
 	cmd.Stderr = os.Stderr
 	b, err := cmd.Output()
 	if err != nil {
@@ -191,8 +199,12 @@ func client(args []string) error {
 	impl := fs.String("impl", "gpulayer", "gpulayer or openssh")
 	dir := fs.String("dir", "", "sandbox directory")
 	par := fs.Int("parallelism", 64, "hosts at once")
+	command := fs.String("command", "probe", "probe or true")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *command != "probe" && *command != "true" {
+		return fmt.Errorf("-command: want probe or true, got %q", *command)
 	}
 	cfg, diags := config.Load(*dir, config.LoadOptions{})
 	if diags.HasErrors() {
@@ -204,21 +216,28 @@ func client(args []string) error {
 	}
 	var hosts []facts.Host
 	start := time.Now()
-	switch *impl {
-	case "gpulayer":
+	switch {
+	case *impl == "gpulayer" && *command == "probe":
 		pool := ssh.NewPool(ssh.Options{Parallelism: *par})
 		doc := probe.Fleet(context.Background(), pool, machines, probe.Options{Parallelism: *par})
 		hosts = doc.Hosts
 		_ = pool.Close()
-	case "openssh":
-		hosts = opensshFleet(machines, *par)
+	case *impl == "gpulayer":
+		pool := ssh.NewPool(ssh.Options{Parallelism: *par})
+		hosts = fanOut(machines, *par, func(m probe.Machine) facts.Host {
+			res, err := pool.Run(context.Background(), m.Target, "true", nil)
+			return trueHost(m, err == nil && res.ExitCode == 0, err)
+		})
+		_ = pool.Close()
+	case *impl == "openssh":
+		hosts = fanOut(machines, *par, func(m probe.Machine) facts.Host { return opensshHost(m, *command) })
 	default:
 		return fmt.Errorf("-impl: want gpulayer or openssh, got %q", *impl)
 	}
 	wall := time.Since(start)
-	r := result{Client: *impl, Parallelism: *par, WallSeconds: wall.Seconds()}
+	r := result{Client: *impl, Command: *command, Parallelism: *par, WallSeconds: wall.Seconds()}
 	for _, h := range hosts {
-		if h.Status == facts.StatusOK && len(h.GPUs) > 0 {
+		if h.Status == facts.StatusOK && (*command == "true" || len(h.GPUs) > 0) {
 			r.OK++
 		} else {
 			fmt.Fprintf(os.Stderr, "%s: %s: %s %s %v\n", *impl, h.Name, h.Status, h.Error, h.Warnings)
@@ -227,10 +246,18 @@ func client(args []string) error {
 	return json.NewEncoder(os.Stdout).Encode(r)
 }
 
-// opensshFleet runs the probe with one `ssh` process per host, par at a
-// time, with the options a careful script would use, and parses the output
-// exactly as gpulayer does.
-func opensshFleet(machines []probe.Machine, par int) []facts.Host {
+func trueHost(m probe.Machine, ok bool, err error) facts.Host {
+	h := facts.Host{Name: m.Name, Status: facts.StatusOK}
+	if !ok {
+		h.Status = facts.StatusFailed
+		h.Error = fmt.Sprint(err)
+	}
+	return h
+}
+
+// fanOut runs one per host, par at a time: the bounded worker pool both
+// clients share.
+func fanOut(machines []probe.Machine, par int, one func(probe.Machine) facts.Host) []facts.Host {
 	out := make([]facts.Host, len(machines))
 	work := make(chan int)
 	var wg sync.WaitGroup
@@ -239,7 +266,7 @@ func opensshFleet(machines []probe.Machine, par int) []facts.Host {
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				out[i] = opensshHost(machines[i])
+				out[i] = one(machines[i])
 			}
 		}()
 	}
@@ -251,7 +278,10 @@ func opensshFleet(machines []probe.Machine, par int) []facts.Host {
 	return out
 }
 
-func opensshHost(m probe.Machine) facts.Host {
+// opensshHost runs the command with one `ssh` process, with the options a
+// careful script would use, and parses the probe's output exactly as
+// gpulayer does.
+func opensshHost(m probe.Machine, command string) facts.Host {
 	t := m.Target
 	nonce := facts.NewNonce()
 	args := []string{
@@ -268,6 +298,11 @@ func opensshHost(m probe.Machine) facts.Host {
 	}
 	for _, id := range t.IdentityFiles {
 		args = append(args, "-i", id)
+	}
+	if command == "true" {
+		args = append(args, t.Address, "true")
+		err := exec.Command("ssh", args...).Run()
+		return trueHost(m, err == nil, err)
 	}
 	args = append(args, t.Address, probe.Command(nonce, m.PIDs))
 	cmd := exec.Command("ssh", args...)
@@ -286,14 +321,14 @@ func opensshHost(m probe.Machine) facts.Host {
 
 func summarize(w io.Writer, rs []result) {
 	type key struct {
-		client string
-		hosts  int
+		client, command string
+		hosts           int
 	}
 	groups := map[key][]result{}
 	var sizes []int
 	seen := map[int]bool{}
 	for _, r := range rs {
-		k := key{r.Client, r.Hosts}
+		k := key{r.Client, r.Command, r.Hosts}
 		groups[k] = append(groups[k], r)
 		if !seen[r.Hosts] {
 			seen[r.Hosts] = true
@@ -301,15 +336,20 @@ func summarize(w io.Writer, rs []result) {
 		}
 	}
 	sort.Ints(sizes)
-	fmt.Fprintf(w, "\n# medians\n%-6s  %-14s  %-14s  %-9s  %-16s  %-16s\n", "hosts", "gpulayer wall", "openssh wall", "ratio", "gpulayer max RSS", "openssh CPU")
+	fmt.Fprintf(w, "\n# medians\n%-6s  %-8s  %-14s  %-14s  %-9s  %-16s  %-16s\n", "hosts", "command", "gpulayer wall", "openssh wall", "ratio", "gpulayer max RSS", "openssh CPU")
 	for _, n := range sizes {
-		g, o := groups[key{"gpulayer", n}], groups[key{"openssh", n}]
-		gw := median(g, func(r result) float64 { return r.WallSeconds })
-		ow := median(o, func(r result) float64 { return r.WallSeconds })
-		fmt.Fprintf(w, "%-6d  %-14s  %-14s  %-9s  %-16s  %-16s\n", n,
-			fmt.Sprintf("%.3f s", gw), fmt.Sprintf("%.3f s", ow), fmt.Sprintf("%.2fx", gw/ow),
-			fmt.Sprintf("%.1f MiB", median(g, func(r result) float64 { return r.MaxRSSMiB })),
-			fmt.Sprintf("%.2f s", median(o, func(r result) float64 { return r.CPUSeconds })))
+		for _, command := range []string{"probe", "true"} {
+			g, o := groups[key{"gpulayer", command, n}], groups[key{"openssh", command, n}]
+			if len(g) == 0 {
+				continue
+			}
+			gw := median(g, func(r result) float64 { return r.WallSeconds })
+			ow := median(o, func(r result) float64 { return r.WallSeconds })
+			fmt.Fprintf(w, "%-6d  %-8s  %-14s  %-14s  %-9s  %-16s  %-16s\n", n, command,
+				fmt.Sprintf("%.3f s", gw), fmt.Sprintf("%.3f s", ow), fmt.Sprintf("%.2fx", gw/ow),
+				fmt.Sprintf("%.1f MiB", median(g, func(r result) float64 { return r.MaxRSSMiB })),
+				fmt.Sprintf("%.2f s", median(o, func(r result) float64 { return r.CPUSeconds })))
+		}
 	}
 }
 
@@ -327,4 +367,3 @@ func median(rs []result, f func(result) float64) float64 {
 	}
 	return (v[len(v)/2-1] + v[len(v)/2]) / 2
 }
-
