@@ -200,3 +200,22 @@ func TestKnownHostsEntries(t *testing.T) {
 		})
 	}
 }
+
+func TestHostThatLostTheKnownKeyTypeIsExplained(t *testing.T) {
+	f := newFixture(t)
+	ecdsaKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ecdsaSigner, _ := ssh.NewSignerFromKey(ecdsaKey)
+	srv := f.unlistedServer(sshtest.Options{HostKey: ecdsaSigner})
+	// known_hosts holds an ed25519 key for the host, which now has only ECDSA.
+	old, _ := sshtest.GenerateKey()
+	f.trust(&sshtest.Server{Port: srv.Port, HostKey: old})
+	_, err = newPool(t, Options{}).Run(context.Background(), f.target("a1", srv), "true", nil)
+	for _, want := range []string{"host a1:", "offers no host key of the types", "ssh-ed25519", "ssh-keygen -R"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not mention %q", err, want)
+		}
+	}
+}

@@ -142,7 +142,10 @@ func (s *Server) start(ch ssh.Channel, line string, env []string, running *atomi
 		return nil, err
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
+	// Counted before it starts, so that it is counted before it can act.
+	s.notePeak(running.Add(1))
 	if err := cmd.Start(); err != nil {
+		running.Add(-1)
 		for _, f := range []*os.File{outR, outW, errR, errW} {
 			f.Close()
 		}
@@ -151,7 +154,6 @@ func (s *Server) start(ch ssh.Channel, line string, env []string, running *atomi
 	}
 	outW.Close()
 	errW.Close()
-	s.notePeak(running.Add(1))
 	c := &command{cmd: cmd, outputs: []*os.File{outR, errR}}
 
 	go func() {
