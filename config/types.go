@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
 )
 
 // Config is everything a directory of configuration files declares, after
@@ -17,10 +18,12 @@ type Config struct {
 	Files map[string]*hcl.File
 
 	Variables []*Variable
-	SSH       []*SSH
-	Fleets    []*Fleet
-	Policies  []*Policy
-	Jobs      []*Job
+	// Locals are the values of every locals block, by name.
+	Locals   map[string]cty.Value
+	SSH      []*SSH
+	Fleets   []*Fleet
+	Policies []*Policy
+	Jobs     []*Job
 }
 
 // Variable is a declared input variable and the value it resolved to.
@@ -28,8 +31,22 @@ type Variable struct {
 	Name        string
 	Description string
 	Sensitive   bool
-	DeclRange   hcl.Range
+	// Type is the declared type constraint; cty.DynamicPseudoType ("any")
+	// when none is declared.
+	Type cty.Type
+	// HasDefault is true when the block has a default, even a null one.
+	HasDefault bool
+	// Value is the value after every source has been applied, converted
+	// to Type.
+	Value     cty.Value
+	DeclRange hcl.Range
+
+	set        bool      // a value was given or defaulted
+	valueRange hcl.Range // where Value was written, when it was in a file
 }
+
+// HasValue reports whether the variable has a default or was given a value.
+func (v *Variable) HasValue() bool { return v.set }
 
 // Host-key checking modes of an ssh block.
 const (
@@ -132,7 +149,7 @@ const (
 // Job is a `job "name"` block.
 type Job struct {
 	Name        string
-	Policy      *Policy // nil: the default policy
+	Policy      *Policy // nil: the default policy; see EffectivePolicy
 	Nodes       int
 	GPUsPerNode int
 	Command     []string
@@ -142,4 +159,6 @@ type Job struct {
 	Launcher    string // default LauncherTorchrun
 	StopTimeout time.Duration
 	DeclRange   hcl.Range
+
+	policyRange hcl.Range
 }

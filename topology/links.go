@@ -2,6 +2,7 @@ package topology
 
 import (
 	"fmt"
+	"math/bits"
 	"strconv"
 	"strings"
 )
@@ -178,14 +179,7 @@ func AllDevices(n int) DeviceSet {
 func (s DeviceSet) Has(i int) bool { return i >= 0 && i < MaxGPUs && s&(1<<uint(i)) != 0 }
 
 // Len is the number of GPUs in the set.
-func (s DeviceSet) Len() int {
-	n := 0
-	for s != 0 {
-		s &= s - 1
-		n++
-	}
-	return n
-}
+func (s DeviceSet) Len() int { return bits.OnesCount64(uint64(s)) }
 
 // Indices lists the set's GPUs in increasing order.
 func (s DeviceSet) Indices() []int {

@@ -3,6 +3,8 @@ package topology
 import (
 	"fmt"
 	"math/bits"
+	"slices"
+	"sync"
 )
 
 // PickOptions tunes PickDevices.
@@ -17,7 +19,7 @@ type Pick struct {
 	GPUs       []int // sorted
 	Bottleneck Link  // the slowest link inside the set; zero for fewer than 2 GPUs
 	Total      int   // sum of pair scores inside the set
-	NICLocal   int   // GPUs with a NIC at PIX or PXB
+	NICLocal   int   // GPUs with a NIC at PIX or PXB (counted only for multi-node jobs)
 	NUMANodes  int   // size of the union of the GPUs' NUMA affinity sets
 	Cross      int   // sum of pair scores between the set and the free GPUs left over
 }
@@ -29,22 +31,333 @@ type Pick struct {
 // GPUs left over (this keeps intact NVLink islands free for the next job); and
 // the lexicographically smallest index list. Without link data it takes the
 // lowest free indices.
+//
+// The search tables for the last few matrices are kept (see preparedFor),
+// so repeated picks on one machine do not rebuild them; PrepareMatrix and
+// Prepared.PickSet give the same without allocating.
 func PickDevices(m *Matrix, free DeviceSet, k int, opts PickOptions) (Pick, error) {
+	p, err := preparedFor(m)
+	if err != nil {
+		return Pick{}, err
+	}
+	return p.Pick(free, k, opts)
+}
+
+// preparedCache keeps the Prepared tables of the last few matrices picked
+// on. An entry is used only while its matrix still holds the links, NIC
+// locality and NUMA sets it was built from, so a matrix changed in place
+// gets new tables. It holds at most len(entries) matrices alive.
+var preparedCache struct {
+	mu      sync.Mutex
+	entries [8]struct {
+		m *Matrix
+		p *Prepared
+	}
+	next int
+}
+
+func preparedFor(m *Matrix) (*Prepared, error) {
+	c := &preparedCache
+	c.mu.Lock()
+	for _, e := range c.entries {
+		if e.m == m && e.p.builtFrom(m) {
+			c.mu.Unlock()
+			return e.p, nil
+		}
+	}
+	c.mu.Unlock()
+	p, err := PrepareMatrix(m)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.entries[c.next].m, c.entries[c.next].p = m, p
+	c.next = (c.next + 1) % len(c.entries)
+	c.mu.Unlock()
+	return p, nil
+}
+
+// builtFrom reports whether m still says what p was built from.
+func (p *Prepared) builtFrom(m *Matrix) bool {
+	n := p.n
+	if m.GPUs() != n || len(m.NUMAAffinity) != len(p.numaSets) {
+		return false
+	}
+	for i := 0; i < n; i++ {
+		row := m.Links[i]
+		if len(row) != n {
+			return false
+		}
+		for j, l := range row {
+			if l != p.links[i*n+j] {
+				return false
+			}
+		}
+	}
+	if nicLocalOf(m) != p.nicLocal {
+		return false
+	}
+	for i, set := range m.NUMAAffinity {
+		if !slices.Equal(set, p.numaSets[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// nicLocalOf is the set of GPUs with a NIC at PIX or PXB.
+func nicLocalOf(m *Matrix) DeviceSet {
+	var s DeviceSet
+	for i := 0; i < m.GPUs() && i < len(m.NICLinks); i++ {
+		for _, l := range m.NICLinks[i] {
+			if l.Kind == LinkPIX || l.Kind == LinkPXB {
+				s |= 1 << uint(i)
+				break
+			}
+		}
+	}
+	return s
+}
+
+// Prepared is a matrix turned into the tables PickDevices searches with:
+// pair scores, for every score level the GPUs linked at least that well,
+// NUMA sets as bit masks, and the interchangeable GPUs. It is read-only
+// once built, so one Prepared may serve concurrent picks.
+type Prepared struct {
+	n int
+	// links and numaSets are copies of what the tables were built from,
+	// for the cache in PickDevices to check against.
+	links    []Link
+	numaSets []NUMASet
+
+	score  []int32 // n*n, row-major, 0 on the diagonal
+	levels []int32 // distinct pair scores, highest first
+	// topSum[i*n+r] is the sum of the r highest scores in GPU i's row: no
+	// r partners can give i more.
+	topSum []int32
+	// atLeast[l*n+i] holds the GPUs j != i with score(i, j) >= levels[l].
+	atLeast  []DeviceSet
+	nicLocal DeviceSet // GPUs with a NIC at PIX or PXB
+	// numa[i*numaWords:(i+1)*numaWords] is GPU i's NUMA set over densely
+	// renumbered nodes: bit x of word w is node 64w+x (a set of nodes, held
+	// in DeviceSet words so all masks share one allocation).
+	numa      []DeviceSet
+	numaWords int
+	// numaSingle says every GPU has at most one NUMA node; the search then
+	// bounds the NUMA count of unfinished sets (nodeGPUs[x] holds the GPUs
+	// on node x).
+	numaSingle bool
+	nodeGPUs   []DeviceSet
+	noNUMA     DeviceSet // GPUs whose NUMA affinity is unknown
+	// twinsBefore[multi][i] holds the GPUs j < i that are interchangeable
+	// with i: the same scores to every other GPU, the same NUMA set and, for
+	// multi-node jobs, the same NIC locality. Swapping i for such a j keeps
+	// every ranking number and gives a smaller index list, so the best set
+	// never holds i without all of them.
+	twinsBefore [2][]DeviceSet
+}
+
+// PrepareMatrix builds the search tables for m. It fails on a matrix that
+// is not square and symmetric or has more than MaxGPUs GPUs.
+func PrepareMatrix(m *Matrix) (*Prepared, error) {
+	p := &Prepared{}
+	if err := p.build(m); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// build fills p from m.
+func (p *Prepared) build(m *Matrix) error {
 	n := m.GPUs()
 	if n > MaxGPUs {
-		return Pick{}, fmt.Errorf("%d GPUs: at most %d are supported", n, MaxGPUs)
+		return fmt.Errorf("%d GPUs: at most %d are supported", n, MaxGPUs)
 	}
+	*p = Prepared{n: n}
+	if n == 0 {
+		return nil
+	}
+	p.numaSets = make([]NUMASet, len(m.NUMAAffinity))
+	for i, set := range m.NUMAAffinity {
+		p.numaSets[i] = slices.Clone(set)
+	}
+	var levelBuf [16]int32 // most machines have a handful of distinct links
+	levels := levelBuf[:0]
+	p.links = make([]Link, n*n)
+	for i := 0; i < n; i++ {
+		if len(m.Links[i]) != n {
+			return fmt.Errorf("GPU%d has %d links, want %d", i, len(m.Links[i]), n)
+		}
+		copy(p.links[i*n:], m.Links[i])
+		for j := i + 1; j < n; j++ {
+			l := m.Links[i][j]
+			if l != m.Links[j][i] {
+				return fmt.Errorf("links are not symmetric: GPU%d-GPU%d is %s, GPU%d-GPU%d is %s", i, j, l, j, i, m.Links[j][i])
+			}
+			if sc := int32(l.Score()); !slices.Contains(levels, sc) {
+				levels = append(levels, sc)
+			}
+		}
+	}
+	slices.Sort(levels)
+	slices.Reverse(levels)
+
+	ints := make([]int32, 2*n*n+len(levels))
+	p.score = ints[: n*n : n*n]
+	p.topSum = ints[n*n : 2*n*n : 2*n*n]
+	p.levels = ints[2*n*n:]
+	copy(p.levels, levels)
+	for i := 0; i < n; i++ {
+		for j := 0; j < n; j++ {
+			if i != j {
+				p.score[i*n+j] = int32(m.Links[i][j].Score())
+			}
+		}
+		// topSum row: the scores sorted highest first, then prefix sums.
+		// The diagonal's 0 sorts last and is never needed.
+		sorted := p.topSum[i*n : i*n+n]
+		copy(sorted, p.score[i*n:i*n+n])
+		slices.Sort(sorted)
+		slices.Reverse(sorted)
+		var sum int32
+		for r, sc := range sorted {
+			sorted[r] = sum
+			sum += sc
+		}
+	}
+
+	// NUMA nodes are renumbered densely so each GPU's set is a few words.
+	var nodeBuf [64]int
+	nodes := nodeBuf[:0]
+	p.numaSingle = true
+	for i := 0; i < n && i < len(m.NUMAAffinity); i++ {
+		nodes = append(nodes, m.NUMAAffinity[i]...)
+		if len(m.NUMAAffinity[i]) > 1 {
+			p.numaSingle = false
+		}
+	}
+	slices.Sort(nodes)
+	nodes = slices.Compact(nodes)
+	p.numaWords = max(1, (len(nodes)+63)/64)
+	nodeSets := 0
+	if p.numaSingle {
+		nodeSets = len(nodes)
+	}
+
+	// One buffer holds every bit-mask table.
+	nl := len(p.levels)
+	sets := make([]DeviceSet, (nl+2)*n+nodeSets+n*p.numaWords)
+	p.atLeast = sets[: nl*n : nl*n]
+	p.twinsBefore[0] = sets[nl*n : (nl+1)*n : (nl+1)*n]
+	p.twinsBefore[1] = sets[(nl+1)*n : (nl+2)*n : (nl+2)*n]
+	p.nodeGPUs = sets[(nl+2)*n : (nl+2)*n+nodeSets : (nl+2)*n+nodeSets]
+	p.numa = sets[(nl+2)*n+nodeSets:]
+
+	for l, v := range p.levels {
+		for i := 0; i < n; i++ {
+			var s DeviceSet
+			for j, sc := range p.score[i*n : i*n+n] {
+				if j != i && sc >= v {
+					s |= 1 << uint(j)
+				}
+			}
+			p.atLeast[l*n+i] = s
+		}
+	}
+	p.nicLocal = nicLocalOf(m)
+	for i := 0; i < n && i < len(m.NUMAAffinity); i++ {
+		for _, node := range m.NUMAAffinity[i] {
+			x, _ := slices.BinarySearch(nodes, node)
+			p.numa[i*p.numaWords+x/64] |= 1 << uint(x%64)
+			if p.numaSingle {
+				p.nodeGPUs[x] |= 1 << uint(i)
+			}
+		}
+	}
+	for i := 0; i < n; i++ {
+		empty := true
+		for w := 0; w < p.numaWords; w++ {
+			empty = empty && p.numa[i*p.numaWords+w] == 0
+		}
+		if empty {
+			p.noNUMA |= 1 << uint(i)
+		}
+	}
+	for i := 0; i < n; i++ {
+		for j := 0; j < i; j++ {
+			if p.interchangeable(i, j) {
+				p.twinsBefore[0][i] |= 1 << uint(j)
+				if p.nicLocal.Has(i) == p.nicLocal.Has(j) {
+					p.twinsBefore[1][i] |= 1 << uint(j)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (p *Prepared) interchangeable(i, j int) bool {
+	for w := 0; w < p.numaWords; w++ {
+		if p.numa[i*p.numaWords+w] != p.numa[j*p.numaWords+w] {
+			return false
+		}
+	}
+	n := p.n
+	for x := 0; x < n; x++ {
+		if x != i && x != j && p.score[i*n+x] != p.score[j*n+x] {
+			return false
+		}
+	}
+	return true
+}
+
+// GPUs is the number of GPUs the tables cover.
+func (p *Prepared) GPUs() int { return p.n }
+
+// Pick is PickDevices on the prepared matrix.
+func (p *Prepared) Pick(free DeviceSet, k int, opts PickOptions) (Pick, error) {
+	var r pickResult
+	set, err := p.pickSet(free, k, opts, &r)
+	if err != nil {
+		return Pick{}, err
+	}
+	out := Pick{GPUs: set.Indices(), Total: int(r.total), NICLocal: int(r.nicLocal), NUMANodes: int(r.numa), Cross: int(r.cross)}
+	if k >= 2 && p.n > 0 {
+		out.Bottleneck = p.bottleneckLink(set)
+	}
+	return out, nil
+}
+
+// PickSet is Pick returning only the chosen set. It allocates nothing, for
+// callers that pick in a loop.
+func (p *Prepared) PickSet(free DeviceSet, k int, opts PickOptions) (DeviceSet, error) {
+	var r pickResult
+	return p.pickSet(free, k, opts, &r)
+}
+
+// pickResult is the ranking numbers of the best set found so far.
+type pickResult struct {
+	set      DeviceSet
+	found    bool
+	total    int32
+	nicLocal int32
+	numa     int32
+	cross    int32
+}
+
+func (p *Prepared) pickSet(free DeviceSet, k int, opts PickOptions, r *pickResult) (DeviceSet, error) {
+	n := p.n
 	if n > 0 {
 		free &= AllDevices(n)
 	}
 	if k < 0 {
-		return Pick{}, fmt.Errorf("cannot pick %d GPUs", k)
+		return 0, fmt.Errorf("cannot pick %d GPUs", k)
 	}
 	if have := free.Len(); k > have {
-		return Pick{}, fmt.Errorf("%d GPUs requested, %d free", k, have)
+		return 0, fmt.Errorf("%d GPUs requested, %d free", k, have)
 	}
 	if k == 0 {
-		return Pick{GPUs: []int{}}, nil
+		return 0, nil
 	}
 	if n == 0 {
 		var chosen DeviceSet
@@ -54,128 +367,354 @@ func PickDevices(m *Matrix, free DeviceSet, k int, opts PickOptions) (Pick, erro
 			chosen |= low
 			rest &^= low
 		}
-		return Pick{GPUs: chosen.Indices()}, nil
+		*r = pickResult{set: chosen, found: true}
+		return chosen, nil
 	}
-	return pickExhaustive(m, free, k, opts), nil
+
+	s := searcher{p: p, k: k, free: free, res: r}
+	if opts.MultiNode {
+		s.nicLocal = p.nicLocal
+		s.twins = p.twinsBefore[1]
+	} else {
+		s.twins = p.twinsBefore[0]
+	}
+	// rowFree[i]: the sum of GPU i's scores to the other free GPUs. The
+	// cross score of a set S is then sum(rowFree over S) - 2*total(S).
+	for f := free; f != 0; f &= f - 1 {
+		i := bits.TrailingZeros64(uint64(f))
+		var sum int32
+		row := p.score[i*n : i*n+n]
+		for g := free; g != 0; g &= g - 1 {
+			sc := row[bits.TrailingZeros64(uint64(g))]
+			sum += sc
+			s.maxScore = max(s.maxScore, sc)
+		}
+		s.rowFree[i] = sum
+	}
+
+	if k == 1 {
+		s.adj = nil
+		s.search(0, free, 0, 0)
+		return r.set, nil
+	}
+	// The bottleneck is the highest score level whose graph (GPUs joined
+	// when their link scores at least that much) has a k-clique among the
+	// free GPUs; the rest of the ranking is searched among those cliques.
+	for l := range p.levels {
+		s.adj = p.atLeast[l*n : l*n+n]
+		cand := s.core(free)
+		if cand.Len() < k {
+			continue
+		}
+		s.search(0, cand, 0, 0)
+		if r.found {
+			return r.set, nil
+		}
+	}
+	// Unreachable: the lowest level joins every pair, so any k free GPUs
+	// form a clique there.
+	return 0, fmt.Errorf("no set of %d GPUs found among %d free", k, free.Len())
 }
 
-// pickScores is the ranking key of one candidate set; better compares it.
-type pickScores struct {
-	set        DeviceSet
-	bottleneck int
-	bneck      Link
-	total      int
-	nicLocal   int
-	numa       int
-	cross      int
+// searcher is one pick's depth-first search over sets in increasing
+// lexicographic order, so that among sets that tie on every ranking number
+// the first one found is kept.
+type searcher struct {
+	p        *Prepared
+	k        int
+	free     DeviceSet
+	nicLocal DeviceSet   // empty unless multi-node
+	twins    []DeviceSet // twinsBefore for this job kind
+	adj      []DeviceSet // adjacency at the current bottleneck level; nil for k = 1
+	rowFree  [MaxGPUs]int32
+	// gain[v] is the sum of v's scores to the GPUs chosen so far, kept for
+	// the candidates of the current search node.
+	gain     [MaxGPUs]int32
+	maxScore int32 // the highest score between two free GPUs
+	res      *pickResult
 }
 
-func scoreSet(m *Matrix, free, set DeviceSet, opts PickOptions) pickScores {
-	s := pickScores{set: set, bottleneck: -1}
-	idx := set.Indices()
-	for a := 0; a < len(idx); a++ {
-		for b := a + 1; b < len(idx); b++ {
-			l := m.Links[idx[a]][idx[b]]
-			sc := l.Score()
-			s.total += sc
-			if s.bottleneck < 0 || sc < s.bottleneck {
-				s.bottleneck, s.bneck = sc, l
+// core drops GPUs linked at the current level to fewer than k-1 other
+// candidates: they cannot be in a k-clique.
+func (s *searcher) core(cand DeviceSet) DeviceSet {
+	need := s.k - 1
+	for {
+		next := cand
+		for c := cand; c != 0; c &= c - 1 {
+			i := bits.TrailingZeros64(uint64(c))
+			if bits.OnesCount64(uint64(s.adj[i]&cand)) < need {
+				next &^= 1 << uint(i)
+			}
+		}
+		if next == cand {
+			return cand
+		}
+		cand = next
+	}
+}
+
+// search extends chosen (depth members, total pair score total, sum of
+// rowFree rowSum) with members of cand, all higher than chosen's members
+// and linked to all of them at the current level.
+func (s *searcher) search(chosen, cand DeviceSet, total, rowSum int32) {
+	p := s.p
+	n := p.n
+	left := s.k - bits.OnesCount64(uint64(chosen))
+	if left >= 2 && s.res.found && s.cannotBeat(chosen, cand, left, total, rowSum) {
+		return
+	}
+	for cand != 0 {
+		if bits.OnesCount64(uint64(cand)) < left {
+			return
+		}
+		i := bits.TrailingZeros64(uint64(cand))
+		bit := DeviceSet(1) << uint(i)
+		cand &^= bit
+		if s.twins[i]&s.free&^chosen != 0 {
+			// A free GPU interchangeable with i and lower was skipped:
+			// every set through i here has an equal, earlier twin.
+			continue
+		}
+		gain := s.gain[i]
+		if left == 1 {
+			s.consider(chosen|bit, total+gain, rowSum+s.rowFree[i])
+			continue
+		}
+		next := cand
+		if s.adj != nil {
+			next &= s.adj[i]
+		}
+		if next.Len() < left-1 {
+			continue
+		}
+		row := p.score[i*n : i*n+n]
+		for c := next; c != 0; c &= c - 1 {
+			v := bits.TrailingZeros64(uint64(c))
+			s.gain[v] += row[v]
+		}
+		s.search(chosen|bit, next, total+gain, rowSum+s.rowFree[i])
+		for c := next; c != 0; c &= c - 1 {
+			v := bits.TrailingZeros64(uint64(c))
+			s.gain[v] -= row[v]
+		}
+	}
+}
+
+// cannotBeat reports whether no set completing chosen from cand can rank
+// before the best found so far. Every such set comes later in
+// lexicographic order, so it must beat the best outright; an optimistic
+// bound on each ranking number in turn tells when none can.
+func (s *searcher) cannotBeat(chosen, cand DeviceSet, left int, total, rowSum int32) bool {
+	r := s.res
+	d := int32(chosen.Len())
+	l := int32(left)
+	most := total + (l*d+l*(l-1)/2)*s.maxScore
+	if most < r.total {
+		return true
+	}
+	if most = s.mostTotal(cand, left, total); most != r.total {
+		return most < r.total
+	}
+	if most := int32((chosen & s.nicLocal).Len() + min(left, (cand&s.nicLocal).Len())); most != r.nicLocal {
+		return most < r.nicLocal
+	}
+	if least := s.leastNUMA(chosen, cand, left); least != r.numa {
+		return least > r.numa
+	}
+	// With the total fixed at the best's, the cross score is the rowFree
+	// sum less twice the total; the smallest rowFree values bound it.
+	if least := rowSum + s.smallestRowFree(cand, left) - 2*r.total; least != r.cross {
+		return least > r.cross
+	}
+	// A tie on every number goes to the smaller index list: prune only
+	// when every set here comes after the best. Their members below cand's
+	// lowest GPU are exactly chosen, so the first difference there decides.
+	below := cand&-cand - 1
+	diff := (chosen ^ r.set) & below
+	return diff != 0 && r.set&(diff&-diff) != 0
+}
+
+// mostTotal is an upper bound on the total of chosen plus left more GPUs
+// from cand. Each new GPU v brings its scores to chosen (gain) and half its
+// scores to the other new GPUs, at most half of topSum[v][left-1]; the
+// bound adds the left best such values.
+func (s *searcher) mostTotal(cand DeviceSet, left int, total int32) int32 {
+	p := s.p
+	n := p.n
+	var w [MaxGPUs]int32
+	cnt := 0
+	for c := cand; c != 0; c &= c - 1 {
+		v := bits.TrailingZeros64(uint64(c))
+		w[cnt] = 2*s.gain[v] + p.topSum[v*n+left-1]
+		cnt++
+	}
+	var sum int32
+	for ; left > 0 && cnt > 0; left-- {
+		big := 0
+		for x := 1; x < cnt; x++ {
+			if w[x] > w[big] {
+				big = x
+			}
+		}
+		sum += w[big]
+		w[big] = w[cnt-1]
+		cnt--
+	}
+	return total + sum/2
+}
+
+// leastNUMA is a lower bound on the NUMA count of chosen plus left more
+// GPUs from cand. When every GPU has one NUMA node at most, GPUs on nodes
+// already covered add none, and the rest need at least as many nodes as it
+// takes to hold them, largest first.
+func (s *searcher) leastNUMA(chosen, cand DeviceSet, left int) int32 {
+	p := s.p
+	have := s.numaCount(chosen)
+	if !p.numaSingle {
+		return have
+	}
+	covered := p.noNUMA
+	for x, g := range p.nodeGPUs {
+		if g&chosen != 0 {
+			covered |= p.nodeGPUs[x]
+		}
+	}
+	need := left - (cand & covered).Len()
+	if need <= 0 {
+		return have
+	}
+	var sizes [MaxGPUs]int
+	nodes := 0
+	for _, g := range p.nodeGPUs {
+		if g&chosen == 0 {
+			if c := (g & cand).Len(); c > 0 {
+				sizes[nodes] = c
+				nodes++
 			}
 		}
 	}
-	if opts.MultiNode {
-		for _, g := range idx {
-			if g < len(m.NICLinks) {
-				for _, l := range m.NICLinks[g] {
-					if l.Kind == LinkPIX || l.Kind == LinkPXB {
-						s.nicLocal++
-						break
+	extra := int32(0)
+	for need > 0 && nodes > 0 {
+		big := 0
+		for x := 1; x < nodes; x++ {
+			if sizes[x] > sizes[big] {
+				big = x
+			}
+		}
+		need -= sizes[big]
+		sizes[big] = sizes[nodes-1]
+		nodes--
+		extra++
+	}
+	return have + extra
+}
+
+// smallestRowFree is the sum of the left smallest rowFree values in cand.
+func (s *searcher) smallestRowFree(cand DeviceSet, left int) int32 {
+	var sum int32
+	for ; left > 0 && cand != 0; left-- {
+		low := -1
+		for c := cand; c != 0; c &= c - 1 {
+			i := bits.TrailingZeros64(uint64(c))
+			if low < 0 || s.rowFree[i] < s.rowFree[low] {
+				low = i
+			}
+		}
+		sum += s.rowFree[low]
+		cand &^= 1 << uint(low)
+	}
+	return sum
+}
+
+// consider ranks a complete set against the best so far. The bottleneck is
+// the same for every set of one search; ties on every number keep the
+// lexicographically smaller set.
+func (s *searcher) consider(set DeviceSet, total, rowSum int32) {
+	r := s.res
+	if r.found {
+		if total != r.total {
+			if total < r.total {
+				return
+			}
+		} else {
+			nic := int32(bits.OnesCount64(uint64(set & s.nicLocal)))
+			if nic != r.nicLocal {
+				if nic < r.nicLocal {
+					return
+				}
+			} else {
+				numa := s.numaCount(set)
+				if numa != r.numa {
+					if numa > r.numa {
+						return
 					}
+				} else if cross := rowSum - 2*total; cross != r.cross {
+					if cross > r.cross {
+						return
+					}
+				} else if !lexLess(set, r.set) {
+					return
 				}
 			}
 		}
 	}
-	numa := map[int]bool{}
-	for _, g := range idx {
-		if g < len(m.NUMAAffinity) {
-			for _, node := range m.NUMAAffinity[g] {
-				numa[node] = true
+	*r = pickResult{
+		set:      set,
+		found:    true,
+		total:    total,
+		nicLocal: int32(bits.OnesCount64(uint64(set & s.nicLocal))),
+		numa:     s.numaCount(set),
+		cross:    rowSum - 2*total,
+	}
+}
+
+// numaCount is the size of the union of the set's NUMA sets.
+func (s *searcher) numaCount(set DeviceSet) int32 {
+	p := s.p
+	w := p.numaWords
+	var count int
+	for x := 0; x < w; x++ {
+		var u DeviceSet
+		for c := set; c != 0; c &= c - 1 {
+			u |= p.numa[bits.TrailingZeros64(uint64(c))*w+x]
+		}
+		count += u.Len()
+	}
+	return int32(count)
+}
+
+// bottleneckLink is the link of the set's lowest-scoring pair, the first
+// such pair in index order.
+func (p *Prepared) bottleneckLink(set DeviceSet) Link {
+	n := p.n
+	best := int32(-1)
+	var link Link
+	for a := set; a != 0; a &= a - 1 {
+		i := bits.TrailingZeros64(uint64(a))
+		for b := a & (a - 1); b != 0; b &= b - 1 {
+			j := bits.TrailingZeros64(uint64(b))
+			if sc := p.score[i*n+j]; best < 0 || sc < best {
+				best, link = sc, linkOfScore(sc)
 			}
 		}
 	}
-	s.numa = len(numa)
-	left := (free &^ set).Indices()
-	for _, a := range idx {
-		for _, b := range left {
-			s.cross += m.Links[a][b].Score()
-		}
-	}
-	return s
+	return link
 }
 
-// better reports whether a ranks before b.
-func better(a, b pickScores) bool {
-	if a.bottleneck != b.bottleneck {
-		return a.bottleneck > b.bottleneck
+// linkOfScore inverts Link.Score: every link kind has its own score.
+func linkOfScore(sc int32) Link {
+	switch {
+	case sc >= 10:
+		return NV(int(sc / 10))
+	case sc >= 1 && sc <= 5:
+		return [...]Link{SYS, NODE, PHB, PXB, PIX}[sc-1]
 	}
-	if a.total != b.total {
-		return a.total > b.total
-	}
-	if a.nicLocal != b.nicLocal {
-		return a.nicLocal > b.nicLocal
-	}
-	if a.numa != b.numa {
-		return a.numa < b.numa
-	}
-	if a.cross != b.cross {
-		return a.cross < b.cross
-	}
-	return lexLess(a.set, b.set)
+	return Link{}
 }
 
 // lexLess compares two sets of equal size by their sorted index lists: the
 // first differing index decides, and the set holding the smaller one wins.
 func lexLess(a, b DeviceSet) bool {
 	d := a ^ b
-	if d == 0 {
-		return false
-	}
-	low := d & -d
-	return a&low != 0
-}
-
-// pickExhaustive scores every k-subset of free. It is the reference that
-// faster searches are tested against.
-func pickExhaustive(m *Matrix, free DeviceSet, k int, opts PickOptions) Pick {
-	var best pickScores
-	found := false
-	forEachSubset(free, k, func(set DeviceSet) {
-		s := scoreSet(m, free, set, opts)
-		if !found || better(s, best) {
-			best, found = s, true
-		}
-	})
-	p := Pick{GPUs: best.set.Indices(), Total: best.total, NICLocal: best.nicLocal, NUMANodes: best.numa, Cross: best.cross}
-	if k >= 2 {
-		p.Bottleneck = best.bneck
-	}
-	return p
-}
-
-// forEachSubset calls fn with every subset of exactly k members of from.
-func forEachSubset(from DeviceSet, k int, fn func(DeviceSet)) {
-	members := from.Indices()
-	var rec func(start int, cur DeviceSet, left int)
-	rec = func(start int, cur DeviceSet, left int) {
-		if left == 0 {
-			fn(cur)
-			return
-		}
-		for i := start; i <= len(members)-left; i++ {
-			rec(i+1, cur|1<<uint(members[i]), left-1)
-		}
-	}
-	if k <= bits.OnesCount64(uint64(from)) {
-		rec(0, 0, k)
-	}
+	return d != 0 && a&(d&-d) != 0
 }

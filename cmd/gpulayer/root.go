@@ -46,5 +46,7 @@ and the best-connected free GPUs, and launches it.`,
 	root.PersistentFlags().BoolVar(&noColor, "no-color", false, "disable colour in output (also: NO_COLOR=1)")
 
 	root.AddCommand(newCmdVersion(f, nil))
+	root.AddCommand(newCmdValidate(f, nil), newCmdFmt(f, nil))
+	root.AddCommand(newCmdTopo(f))
 	return root
 }

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpulayer/gpulayer/config"
+	"github.com/gpulayer/gpulayer/internal/iostreams"
+)
+
+func TestValidateQuickstartExitsZero(t *testing.T) {
+	io, _, out, errOut := iostreams.Test()
+	if code := run([]string{"validate", "../../examples/quickstart"}, io); code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, errOut.String())
+	}
+	if !strings.Contains(out.String(), "Success! The configuration is valid.") {
+		t.Errorf("stdout %q", out.String())
+	}
+}
+
+func TestValidateThreeMistakesPrintsEachWithFileAndLine(t *testing.T) {
+	io, _, _, errOut := iostreams.Test()
+	if code := run([]string{"validate", "../../testdata/config/three_mistakes"}, io); code != 1 {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	for _, line := range []string{"line 2,", "line 11,", "line 13,"} {
+		want := "on ../../testdata/config/three_mistakes/main.hcl " + line
+		if !strings.Contains(errOut.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut.String())
+		}
+	}
+	if n := strings.Count(errOut.String(), "Error: "); n != 3 {
+		t.Errorf("%d errors printed, want 3", n)
+	}
+}
+
+func TestValidateUnclosedBraceExitsOneWithFileAndLine(t *testing.T) {
+	io, _, _, errOut := iostreams.Test()
+	if code := run([]string{"validate", "../../testdata/config/unclosed_brace"}, io); code != 1 {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	if !strings.Contains(errOut.String(), "on ../../testdata/config/unclosed_brace/main.hcl line 1") {
+		t.Errorf("stderr:\n%s", errOut.String())
+	}
+}
+
+func TestValidateJSONPrintsRanges(t *testing.T) {
+	io, _, out, _ := iostreams.Test()
+	if code := run([]string{"validate", "--json", "../../testdata/config/three_mistakes"}, io); code != 1 {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	var r config.Report
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if r.Valid || r.ErrorCount != 3 || r.Diagnostics[1].Range == nil || r.Diagnostics[1].Range.Start.Line != 11 {
+		t.Errorf("report %+v", r)
+	}
+	io, _, out, _ = iostreams.Test()
+	if code := run([]string{"validate", "--json", "../../examples/quickstart"}, io); code != 0 {
+		t.Fatalf("exit %d: %s", code, out.String())
+	}
+	if !strings.Contains(out.String(), `"valid": true`) || !strings.Contains(out.String(), `"diagnostics": []`) {
+		t.Errorf("stdout %s", out.String())
+	}
+}
+
+func TestValidateVarFlagsApplyInCommandLineOrder(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	write("main.hcl", `variable "nodes" { type = number }
+job "j" {
+  nodes   = var.nodes
+  command = ["true"]
+}
+`)
+	zero := write("zero.vars", "nodes = 0\n")
+	tests := []struct {
+		args []string
+		code int
+	}{
+		{[]string{"--var-file", zero, "--var", "nodes=2"}, 0},
+		{[]string{"--var", "nodes=2", "--var-file", zero}, 1},
+		{[]string{}, 1},
+	}
+	for _, tc := range tests {
+		io, _, _, errOut := iostreams.Test()
+		args := append([]string{"validate", dir}, tc.args...)
+		if code := run(args, io); code != tc.code {
+			t.Errorf("%v: exit %d, want %d\n%s", tc.args, code, tc.code, errOut.String())
+		}
+	}
+}
+
+func TestValidateRunsInChdir(t *testing.T) {
+	io, _, _, errOut := iostreams.Test()
+	wd, _ := os.Getwd()
+	defer os.Chdir(wd)
+	if code := run([]string{"--chdir", "../../examples/quickstart", "validate"}, io); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+}
+
+func TestValidateMissingDirectoryExitsOneWithTheReason(t *testing.T) {
+	io, _, _, errOut := iostreams.Test()
+	if code := run([]string{"validate", "/nonexistent/gpulayer"}, io); code != 1 {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	if !strings.Contains(errOut.String(), "Cannot read configuration directory") || !strings.Contains(errOut.String(), "/nonexistent/gpulayer") {
+		t.Errorf("stderr:\n%s", errOut.String())
+	}
+}

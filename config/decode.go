@@ -1,0 +1,228 @@
+package config
+
+import (
+	"fmt"
+	"math/big"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+	"github.com/zclconf/go-cty/cty/function"
+)
+
+// decoder evaluates the attributes of one kind of block in one scope and
+// collects every problem instead of stopping at the first.
+type decoder struct {
+	scope *scope
+	ctx   *hcl.EvalContext
+	diags hcl.Diagnostics
+}
+
+func newDecoder(s *scope, funcs map[string]function.Function) *decoder {
+	return &decoder{scope: s, ctx: s.evalContext(funcs)}
+}
+
+func (d *decoder) add(diags ...*hcl.Diagnostic) { d.diags = append(d.diags, diags...) }
+
+// eval checks the references of attr, evaluates it and converts it to ty.
+// ok is false when the attribute is absent, null (which means "unset", as
+// in Terraform), unknown because of an earlier error, or wrong.
+func (d *decoder) eval(attr *hcl.Attribute, ty cty.Type) (v cty.Value, ok bool) {
+	if attr == nil {
+		return cty.NilVal, false
+	}
+	diags, fine := d.scope.check(attr.Expr)
+	d.add(diags...)
+	if !fine {
+		return cty.NilVal, false
+	}
+	v, diags = attr.Expr.Value(d.ctx)
+	d.add(diags...)
+	if diags.HasErrors() || v.IsNull() || !v.IsWhollyKnown() {
+		return cty.NilVal, false
+	}
+	v, _ = v.UnmarkDeep()
+	cv, err := convert.Convert(v, ty)
+	if err != nil {
+		d.add(&hcl.Diagnostic{
+			Severity:    hcl.DiagError,
+			Summary:     "Incorrect attribute value type",
+			Detail:      fmt.Sprintf("Inappropriate value for attribute %q: %s.", attr.Name, err),
+			Subject:     attr.Expr.Range().Ptr(),
+			Expression:  attr.Expr,
+			EvalContext: d.ctx,
+		})
+		return cty.NilVal, false
+	}
+	if cv.IsNull() || !cv.IsWhollyKnown() {
+		return cty.NilVal, false
+	}
+	return cv, true
+}
+
+func (d *decoder) str(attrs hcl.Attributes, name string, dst *string) bool {
+	v, ok := d.eval(attrs[name], cty.String)
+	if ok {
+		*dst = v.AsString()
+	}
+	return ok
+}
+
+func (d *decoder) boolean(attrs hcl.Attributes, name string, dst *bool) bool {
+	v, ok := d.eval(attrs[name], cty.Bool)
+	if ok {
+		*dst = v.True()
+	}
+	return ok
+}
+
+// integer reads a whole number no smaller than lowest.
+func (d *decoder) integer(attrs hcl.Attributes, name string, lowest int64, dst *int) bool {
+	attr := attrs[name]
+	v, ok := d.eval(attr, cty.Number)
+	if !ok {
+		return false
+	}
+	bf := v.AsBigFloat()
+	if !bf.IsInt() {
+		d.add(&hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Incorrect attribute value type",
+			Detail:   fmt.Sprintf("Inappropriate value for attribute %q: a whole number is required, got %s.", name, bf.Text('g', -1)),
+			Subject:  attr.Expr.Range().Ptr(),
+		})
+		return false
+	}
+	const highest = 1 << 31
+	if bf.Cmp(big.NewFloat(float64(lowest))) < 0 || bf.Cmp(big.NewFloat(highest)) >= 0 {
+		d.add(&hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Invalid value for " + name,
+			Detail:   fmt.Sprintf("%s must be at least %d, got %s.", name, lowest, bf.Text('g', -1)),
+			Subject:  attr.Expr.Range().Ptr(),
+		})
+		if bf.Cmp(big.NewFloat(highest)) >= 0 {
+			d.diags[len(d.diags)-1].Detail = fmt.Sprintf("%s must be less than %d, got %s.", name, int64(highest), bf.Text('g', -1))
+		}
+		return false
+	}
+	n, _ := bf.Int64()
+	*dst = int(n)
+	return true
+}
+
+func (d *decoder) strList(attrs hcl.Attributes, name string, dst *[]string) bool {
+	v, ok := d.eval(attrs[name], cty.List(cty.String))
+	if !ok {
+		return false
+	}
+	out := make([]string, 0, v.LengthInt())
+	for it := v.ElementIterator(); it.Next(); {
+		_, e := it.Element()
+		out = append(out, e.AsString())
+	}
+	*dst = out
+	return true
+}
+
+func (d *decoder) strMap(attrs hcl.Attributes, name string, dst *map[string]string) bool {
+	v, ok := d.eval(attrs[name], cty.Map(cty.String))
+	if !ok {
+		return false
+	}
+	out := make(map[string]string, v.LengthInt())
+	for it := v.ElementIterator(); it.Next(); {
+		k, e := it.Element()
+		out[k.AsString()] = e.AsString()
+	}
+	*dst = out
+	return true
+}
+
+// enum reads a string that must be one of allowed, listing them when not.
+func (d *decoder) enum(attrs hcl.Attributes, name string, allowed []string, dst *string) bool {
+	var s string
+	if !d.str(attrs, name, &s) {
+		return false
+	}
+	for _, a := range allowed {
+		if s == a {
+			*dst = s
+			return true
+		}
+	}
+	d.add(&hcl.Diagnostic{
+		Severity: hcl.DiagError,
+		Summary:  "Invalid value for " + name,
+		Detail:   fmt.Sprintf("%q is not a valid %s; allowed values are %s.%s", s, name, quotedList(allowed), didYouMean(s, allowed)),
+		Subject:  attrs[name].Expr.Range().Ptr(),
+	})
+	return false
+}
+
+// duration reads a Go duration string such as "30s" or "2m30s".
+func (d *decoder) duration(attrs hcl.Attributes, name string, dst *time.Duration) bool {
+	var s string
+	if !d.str(attrs, name, &s) {
+		return false
+	}
+	dur, err := time.ParseDuration(s)
+	if err != nil || dur < 0 {
+		d.add(&hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Invalid duration for " + name,
+			Detail:   fmt.Sprintf("%q is not a duration; write a number with a unit, such as \"30s\", \"2m\" or \"1h30m\".", s),
+			Subject:  attrs[name].Expr.Range().Ptr(),
+		})
+		return false
+	}
+	*dst = dur
+	return true
+}
+
+// reference reads an attribute that must name a block directly, such as
+// `policy = policy.tight`, and returns the name.
+func (d *decoder) reference(attrs hcl.Attributes, name, root, noun string) (string, bool) {
+	attr := attrs[name]
+	if attr == nil {
+		return "", false
+	}
+	ns := d.scope.roots[root]
+	tr, diags := hcl.AbsTraversalForExpr(attr.Expr)
+	if diags.HasErrors() || len(tr) != 2 || tr.RootName() != root {
+		detail := fmt.Sprintf("The %s argument takes a reference to %s block, such as %s.%s.", name, noun, root, exampleName(ns))
+		if v, vd := attr.Expr.Value(nil); !vd.HasErrors() && v.Type() == cty.String && v.IsKnown() && !v.IsNull() {
+			ref := root + "." + strings.TrimPrefix(v.AsString(), root+".")
+			if strings.HasSuffix(attr.Expr.Range().Filename, ".json") {
+				// JSON syntax writes a reference as a string.
+				detail += fmt.Sprintf(" Did you mean %q?", ref)
+			} else {
+				detail += fmt.Sprintf(" Did you mean %s, without quotes?", ref)
+			}
+		}
+		d.add(&hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  fmt.Sprintf("Invalid %s reference", name),
+			Detail:   detail,
+			Subject:  attr.Expr.Range().Ptr(),
+		})
+		return "", false
+	}
+	step, isAttr := tr[1].(hcl.TraverseAttr)
+	if !isAttr {
+		d.add(&hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  fmt.Sprintf("Invalid %s reference", name),
+			Detail:   fmt.Sprintf("Write the reference as %s.<name>.", root),
+			Subject:  attr.Expr.Range().Ptr(),
+		})
+		return "", false
+	}
+	if !ns.names[step.Name] {
+		d.add(undeclared(ns, step.Name, tr.SourceRange()))
+		return "", false
+	}
+	return step.Name, true
+}

@@ -1,0 +1,132 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"unicode/utf8"
+
+	"github.com/hashicorp/hcl/v2/ext/tryfunc"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/function"
+	"github.com/zclconf/go-cty/cty/function/stdlib"
+)
+
+// maxFileBytes bounds what file() reads, so that a typo naming a disk image
+// fails with a sentence instead of exhausting memory.
+const maxFileBytes = 4 << 20
+
+// functions is the function table of every expression: the go-cty standard
+// library under the names Terraform users know, plus file() relative to dir.
+func functions(dir string) map[string]function.Function {
+	return map[string]function.Function{
+		"abs":             stdlib.AbsoluteFunc,
+		"can":             tryfunc.CanFunc,
+		"ceil":            stdlib.CeilFunc,
+		"chomp":           stdlib.ChompFunc,
+		"chunklist":       stdlib.ChunklistFunc,
+		"coalesce":        stdlib.CoalesceFunc,
+		"coalescelist":    stdlib.CoalesceListFunc,
+		"compact":         stdlib.CompactFunc,
+		"concat":          stdlib.ConcatFunc,
+		"contains":        stdlib.ContainsFunc,
+		"csvdecode":       stdlib.CSVDecodeFunc,
+		"distinct":        stdlib.DistinctFunc,
+		"element":         stdlib.ElementFunc,
+		"file":            fileFunc(dir),
+		"flatten":         stdlib.FlattenFunc,
+		"floor":           stdlib.FloorFunc,
+		"format":          stdlib.FormatFunc,
+		"formatdate":      stdlib.FormatDateFunc,
+		"formatlist":      stdlib.FormatListFunc,
+		"indent":          stdlib.IndentFunc,
+		"join":            stdlib.JoinFunc,
+		"jsondecode":      stdlib.JSONDecodeFunc,
+		"jsonencode":      stdlib.JSONEncodeFunc,
+		"keys":            stdlib.KeysFunc,
+		"length":          stdlib.LengthFunc,
+		"log":             stdlib.LogFunc,
+		"lookup":          stdlib.LookupFunc,
+		"lower":           stdlib.LowerFunc,
+		"max":             stdlib.MaxFunc,
+		"merge":           stdlib.MergeFunc,
+		"min":             stdlib.MinFunc,
+		"parseint":        stdlib.ParseIntFunc,
+		"pow":             stdlib.PowFunc,
+		"range":           stdlib.RangeFunc,
+		"regex":           stdlib.RegexFunc,
+		"regexall":        stdlib.RegexAllFunc,
+		"regex_replace":   stdlib.RegexReplaceFunc,
+		"replace":         stdlib.ReplaceFunc,
+		"reverse":         stdlib.ReverseListFunc,
+		"setintersection": stdlib.SetIntersectionFunc,
+		"setproduct":      stdlib.SetProductFunc,
+		"setsubtract":     stdlib.SetSubtractFunc,
+		"setunion":        stdlib.SetUnionFunc,
+		"signum":          stdlib.SignumFunc,
+		"slice":           stdlib.SliceFunc,
+		"sort":            stdlib.SortFunc,
+		"split":           stdlib.SplitFunc,
+		"strlen":          stdlib.StrlenFunc,
+		"strrev":          stdlib.ReverseFunc,
+		"substr":          stdlib.SubstrFunc,
+		"timeadd":         stdlib.TimeAddFunc,
+		"title":           stdlib.TitleFunc,
+		"tobool":          stdlib.MakeToFunc(cty.Bool),
+		"tolist":          stdlib.MakeToFunc(cty.List(cty.DynamicPseudoType)),
+		"tomap":           stdlib.MakeToFunc(cty.Map(cty.DynamicPseudoType)),
+		"tonumber":        stdlib.MakeToFunc(cty.Number),
+		"toset":           stdlib.MakeToFunc(cty.Set(cty.DynamicPseudoType)),
+		"tostring":        stdlib.MakeToFunc(cty.String),
+		"trim":            stdlib.TrimFunc,
+		"trimprefix":      stdlib.TrimPrefixFunc,
+		"trimspace":       stdlib.TrimSpaceFunc,
+		"trimsuffix":      stdlib.TrimSuffixFunc,
+		"try":             tryfunc.TryFunc,
+		"upper":           stdlib.UpperFunc,
+		"values":          stdlib.ValuesFunc,
+		"zipmap":          stdlib.ZipmapFunc,
+	}
+}
+
+// fileFunc reads a UTF-8 text file. A relative path is taken from the
+// configuration directory, not the working directory, so that a config
+// validates the same wherever gpulayer is started.
+func fileFunc(dir string) function.Function {
+	return function.New(&function.Spec{
+		Description: "Reads a UTF-8 text file, relative to the configuration directory.",
+		Params:      []function.Parameter{{Name: "path", Type: cty.String}},
+		Type:        function.StaticReturnType(cty.String),
+		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+			p := args[0].AsString()
+			if !filepath.IsAbs(p) {
+				p = filepath.Join(dir, p)
+			}
+			info, err := os.Stat(p)
+			if err != nil {
+				return cty.NilVal, function.NewArgErrorf(0, "cannot read %s: %s", p, pathError(err))
+			}
+			if !info.Mode().IsRegular() {
+				return cty.NilVal, function.NewArgErrorf(0, "%s is not a regular file", p)
+			}
+			if info.Size() > maxFileBytes {
+				return cty.NilVal, function.NewArgErrorf(0, "%s is %d bytes; file() reads at most %d", p, info.Size(), maxFileBytes)
+			}
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return cty.NilVal, function.NewArgErrorf(0, "cannot read %s: %s", p, pathError(err))
+			}
+			if !utf8.Valid(b) {
+				return cty.NilVal, function.NewArgErrorf(0, "%s is not UTF-8 text", p)
+			}
+			return cty.StringVal(string(b)), nil
+		},
+	})
+}
+
+// pathError drops the path from an *os.PathError, which the caller names.
+func pathError(err error) string {
+	if pe, ok := err.(*os.PathError); ok {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}

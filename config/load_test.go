@@ -1,0 +1,389 @@
+package config
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/hcl/v2"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files and the FuzzLoad seed corpus")
+
+// fixtures holds one configuration directory per diagnostic.
+const fixtures = "../testdata/config"
+
+type diagnosticCase struct {
+	fixture  string
+	severity hcl.DiagnosticSeverity
+	summary  string
+	line     int
+	count    int // diagnostics in the fixture; 0 means 1
+}
+
+var diagnosticCases = []diagnosticCase{
+	{fixture: "count_negative", severity: hcl.DiagError, summary: "Invalid value for count", line: 2},
+	{fixture: "count_without_gcp", severity: hcl.DiagError, summary: "count without a gcp block", line: 2},
+	{fixture: "duplicate_host", severity: hcl.DiagError, summary: "Duplicate host name", line: 7},
+	{fixture: "duplicate_job", severity: hcl.DiagError, summary: "Duplicate job", line: 6},
+	{fixture: "duplicate_policy", severity: hcl.DiagError, summary: "Duplicate policy", line: 5},
+	{fixture: "empty_command", severity: hcl.DiagError, summary: "Empty command", line: 3},
+	{fixture: "failed_validation", severity: hcl.DiagError, summary: "Invalid value for variable", line: 3},
+	{fixture: "fleet_without_machines", severity: hcl.DiagWarning, summary: "Fleet without machines", line: 1},
+	{fixture: "gcp_without_count", severity: hcl.DiagError, summary: "Missing count", line: 1},
+	{fixture: "gpus_per_node_negative", severity: hcl.DiagError, summary: "Invalid value for gpus_per_node", line: 3},
+	{fixture: "hosts_and_gcp", severity: hcl.DiagError, summary: "Fleet with both hosts and a gcp block", line: 4},
+	{fixture: "invalid_address", severity: hcl.DiagError, summary: "Invalid host address", line: 3},
+	{fixture: "invalid_bastion", severity: hcl.DiagError, summary: "Invalid bastion address", line: 2},
+	{fixture: "invalid_bucket_choice", severity: hcl.DiagError, summary: "Invalid value for bucket_choice", line: 2},
+	{fixture: "invalid_duration", severity: hcl.DiagError, summary: "Invalid duration for stop_timeout", line: 4},
+	{fixture: "invalid_group_locality", severity: hcl.DiagError, summary: "Invalid value for group_locality", line: 2},
+	{fixture: "invalid_host_key_check", severity: hcl.DiagError, summary: "Invalid value for host_key_check", line: 2},
+	{fixture: "invalid_job_name", severity: hcl.DiagError, summary: "Invalid job name", line: 1},
+	{fixture: "invalid_policy_name", severity: hcl.DiagError, summary: "Invalid policy name", line: 1},
+	{fixture: "invalid_variable_type", severity: hcl.DiagError, summary: "Invalid type specification", line: 2},
+	{fixture: "invalid_launcher", severity: hcl.DiagError, summary: "Invalid value for launcher", line: 4},
+	{fixture: "invalid_on_unschedulable", severity: hcl.DiagError, summary: "Invalid value for on_unschedulable", line: 2},
+	{fixture: "invalid_rank", severity: hcl.DiagError, summary: "Invalid value for rank", line: 2},
+	{fixture: "ipv6_without_brackets", severity: hcl.DiagError, summary: "Invalid host address", line: 2},
+	{fixture: "json_unknown_attribute", severity: hcl.DiagError, summary: "Extraneous JSON object property", line: 5, count: 2},
+	{fixture: "local_cycle", severity: hcl.DiagError, summary: "Cycle in local values", line: 2},
+	{fixture: "missing_required_argument", severity: hcl.DiagError, summary: "Missing required argument", line: 1},
+	{fixture: "nodes_below_one", severity: hcl.DiagError, summary: "Invalid value for nodes", line: 2},
+	{fixture: "port_out_of_range", severity: hcl.DiagError, summary: "Invalid value for port", line: 2},
+	{fixture: "quoted_policy_reference", severity: hcl.DiagError, summary: "Invalid policy reference", line: 4},
+	{fixture: "regions_match_nothing", severity: hcl.DiagWarning, summary: "Policy regions match no declared machine", line: 11},
+	{fixture: "required_variable", severity: hcl.DiagError, summary: "No value for required variable", line: 1},
+	{fixture: "three_mistakes", severity: hcl.DiagError, summary: "Invalid value for group_locality", line: 2, count: 3},
+	{fixture: "unclosed_brace", severity: hcl.DiagError, summary: "Unclosed configuration block", line: 1},
+	{fixture: "unknown_attribute", severity: hcl.DiagError, summary: "Unsupported argument", line: 3},
+	{fixture: "unknown_block", severity: hcl.DiagError, summary: "Unsupported block type", line: 6},
+	{fixture: "unknown_local", severity: hcl.DiagError, summary: "Unknown local value", line: 7},
+	{fixture: "unknown_policy", severity: hcl.DiagError, summary: "Unknown policy", line: 6},
+	{fixture: "unknown_reference_root", severity: hcl.DiagError, summary: "Unknown reference", line: 6},
+	{fixture: "unknown_ssh", severity: hcl.DiagError, summary: "Unknown ssh block", line: 6},
+	{fixture: "unknown_variable", severity: hcl.DiagError, summary: "Unknown input variable", line: 7},
+	{fixture: "wrong_type", severity: hcl.DiagError, summary: "Incorrect attribute value type", line: 3},
+}
+
+func TestLoadReportsEachDiagnosticWithSummaryAndLine(t *testing.T) {
+	for _, tc := range diagnosticCases {
+		t.Run(tc.fixture, func(t *testing.T) {
+			dir := filepath.Join(fixtures, tc.fixture)
+			_, diags := Load(dir, LoadOptions{})
+			want := max(tc.count, 1)
+			if len(diags) != want {
+				t.Fatalf("got %d diagnostics, want %d:\n%s", len(diags), want, diagList(diags))
+			}
+			d := diags[0]
+			if d.Severity != tc.severity || d.Summary != tc.summary {
+				t.Errorf("first diagnostic = %v %q, want %v %q", d.Severity, d.Summary, tc.severity, tc.summary)
+			}
+			if d.Subject == nil {
+				t.Fatalf("diagnostic %q has no source range", d.Summary)
+			}
+			if d.Subject.Start.Line != tc.line || !strings.HasPrefix(d.Subject.Filename, dir+string(filepath.Separator)) {
+				t.Errorf("diagnostic at %s:%d, want a file of %s at line %d", d.Subject.Filename, d.Subject.Start.Line, dir, tc.line)
+			}
+			if strings.TrimSpace(d.Detail) == "" {
+				t.Errorf("diagnostic %q has no detail sentence", d.Summary)
+			}
+		})
+	}
+}
+
+func TestEveryFixtureHasADiagnosticCase(t *testing.T) {
+	entries, err := os.ReadDir(fixtures)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cased := map[string]bool{}
+	for _, tc := range diagnosticCases {
+		cased[tc.fixture] = true
+	}
+	for _, e := range entries {
+		if e.IsDir() && !cased[e.Name()] {
+			t.Errorf("fixture %s has no entry in diagnosticCases", e.Name())
+		}
+	}
+}
+
+func TestThreeIndependentMistakesYieldThreeDiagnosticsWithFileAndLine(t *testing.T) {
+	dir := filepath.Join(fixtures, "three_mistakes")
+	_, diags := Load(dir, LoadOptions{})
+	want := []struct {
+		summary string
+		line    int
+	}{
+		{"Invalid value for group_locality", 2},
+		{"Unknown policy", 11},
+		{"Incorrect attribute value type", 13},
+	}
+	if len(diags) != len(want) {
+		t.Fatalf("got %d diagnostics, want 3:\n%s", len(diags), diagList(diags))
+	}
+	for i, w := range want {
+		d := diags[i]
+		if d.Summary != w.summary || d.Subject == nil || d.Subject.Start.Line != w.line ||
+			d.Subject.Filename != filepath.Join(dir, "main.hcl") {
+			t.Errorf("diagnostic %d = %s, want %q at main.hcl line %d", i, d, w.summary, w.line)
+		}
+	}
+}
+
+func TestUnknownNamesSuggestTheClosestDeclaredOne(t *testing.T) {
+	tests := []struct {
+		fixture, suggestion string
+	}{
+		{"unknown_policy", `Did you mean "tight"?`},
+		{"unknown_variable", `Did you mean "epochs"?`},
+		{"unknown_local", `Did you mean "script"?`},
+		{"unknown_ssh", `Did you mean "lab"?`},
+		{"unknown_reference_root", `Did you mean "var"?`},
+		{"unknown_attribute", `Did you mean "gpus_per_node"?`},
+		{"unknown_block", `Did you mean "fleet"?`},
+		{"invalid_group_locality", `Did you mean "zone"?`},
+		{"invalid_variable_type", `Did you mean "string"?`},
+		{"quoted_policy_reference", `Did you mean policy.tight, without quotes?`},
+	}
+	for _, tc := range tests {
+		_, diags := Load(filepath.Join(fixtures, tc.fixture), LoadOptions{})
+		if len(diags) == 0 || !strings.Contains(diags[0].Detail, tc.suggestion) {
+			t.Errorf("%s: detail %q lacks %q", tc.fixture, detailOf(diags), tc.suggestion)
+		}
+	}
+}
+
+func TestEnumDiagnosticsListEveryAllowedValue(t *testing.T) {
+	tests := map[string][]string{
+		"invalid_group_locality":   GroupLocalities,
+		"invalid_rank":             Ranks,
+		"invalid_on_unschedulable": Unschedulables,
+		"invalid_bucket_choice":    BucketChoices,
+		"invalid_launcher":         Launchers,
+		"invalid_host_key_check":   HostKeyChecks,
+	}
+	for fixture, allowed := range tests {
+		_, diags := Load(filepath.Join(fixtures, fixture), LoadOptions{})
+		for _, v := range allowed {
+			if !strings.Contains(detailOf(diags), `"`+v+`"`) {
+				t.Errorf("%s: detail %q does not list %q", fixture, detailOf(diags), v)
+			}
+		}
+	}
+}
+
+func TestQuickstartLoadsWithInheritedLocationsAndLabels(t *testing.T) {
+	cfg, diags := Load("../examples/quickstart", LoadOptions{})
+	if len(diags) > 0 {
+		t.Fatalf("quickstart has diagnostics:\n%s", diagList(diags))
+	}
+	if len(cfg.Fleets) != 2 || len(cfg.Policies) != 2 || len(cfg.Jobs) != 2 {
+		t.Fatalf("fleets %d, policies %d, jobs %d; want 2 each", len(cfg.Fleets), len(cfg.Policies), len(cfg.Jobs))
+	}
+	hosts := map[string]*Host{}
+	var order []string
+	for _, h := range cfg.Hosts() {
+		hosts[h.Name] = h
+		order = append(order, h.Fleet+"/"+h.Name)
+	}
+	if got := strings.Join(order, " "); got != "lab/a1 lab/a2 lab/a3 lab/b1" {
+		t.Errorf("Hosts() order = %s", got)
+	}
+	a3, b1 := hosts["a3"], hosts["b1"]
+	if a3.Address != "10.1.0.13" || a3.Port != 2222 {
+		t.Errorf("a3 address %q port %d, want 10.1.0.13 and 2222", a3.Address, a3.Port)
+	}
+	if a3.Labels["team"] != "vision" || a3.Labels["gpu"] != "rtx6000ada" {
+		t.Errorf("a3 labels %v: want the fleet's team and its own gpu", a3.Labels)
+	}
+	if b1.Address != "fd00:10:1::21" || b1.Location != (Location{Region: "paris", Zone: "paris-1", NetworkGroup: "rack-4"}) {
+		t.Errorf("b1 = %q %+v: want the fleet's region and zone, its own network group", b1.Address, b1.Location)
+	}
+	var cloud, lab *Fleet
+	for _, f := range cfg.Fleets {
+		if f.Name == "cloud" {
+			cloud = f
+		} else {
+			lab = f
+		}
+	}
+	if lab.SSH == nil || lab.SSH.User != "ubuntu" || lab.SSH.ConnectTimeout.String() != "15s" || lab.SSH.Port != 22 {
+		t.Errorf("lab ssh = %+v", lab.SSH)
+	}
+	if cloud.GCP == nil || cloud.Count != 2 || cloud.Location.Region != "europe-west1" || cloud.Location.Zone != "europe-west1-b" {
+		t.Errorf("cloud fleet count %d location %+v gcp %+v", cloud.Count, cloud.Location, cloud.GCP)
+	}
+	train := cfg.Jobs[1]
+	if train.Name != "train" || train.Policy == nil || train.Policy.Name != "tight" ||
+		strings.Join(train.Command, " ") != "python train.py --epochs 3" || train.Env["WANDB_MODE"] != "offline" {
+		t.Errorf("train = %+v", train)
+	}
+	eval := cfg.Jobs[0]
+	if eval.Policy.BucketChoice != BucketFirstFill || eval.Launcher != LauncherPlain || eval.StopTimeout != DefaultStopTimeout {
+		t.Errorf("eval = %+v, policy %+v", eval, eval.Policy)
+	}
+}
+
+func TestJSONSyntaxLoadsLikeNativeSyntax(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "main.hcl.json", `{
+  "variable": {"nodes": {"default": 2}},
+  "policy": {"tight": {"group_locality": "zone"}},
+  "job": {"train": {"policy": "policy.tight", "nodes": "${var.nodes}", "command": ["python", "train.py"]}}
+}`)
+	cfg, diags := Load(dir, LoadOptions{})
+	if len(diags) > 0 {
+		t.Fatalf("diagnostics:\n%s", diagList(diags))
+	}
+	if j := cfg.Jobs[0]; j.Nodes != 2 || j.Policy == nil || j.Policy.GroupLocality != LocalityZone {
+		t.Errorf("job = %+v", j)
+	}
+}
+
+func TestPolicyDefaultsApplyWhenUnset(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "main.hcl", `policy "p" {}
+job "j" {
+  policy  = policy.p
+  nodes   = 1
+  command = ["true"]
+}
+job "k" {
+  nodes   = 1
+  command = ["true"]
+}
+`)
+	cfg, diags := Load(dir, LoadOptions{})
+	if len(diags) > 0 {
+		t.Fatalf("diagnostics:\n%s", diagList(diags))
+	}
+	want := DefaultPolicy()
+	got := cfg.Policies[0]
+	if got.GroupLocality != want.GroupLocality || got.Rank != want.Rank || got.OnUnschedulable != want.OnUnschedulable || got.BucketChoice != BucketBestFit {
+		t.Errorf("policy = %+v, want the defaults of %+v", got, want)
+	}
+	if p := cfg.Jobs[1].EffectivePolicy(); p.Name != "default" || cfg.Jobs[1].Policy != nil {
+		t.Errorf("job without policy: EffectivePolicy = %+v", p)
+	}
+	if cfg.Jobs[0].GPUsPerNode != DefaultGPUsPerNode || cfg.Jobs[0].Launcher != LauncherTorchrun {
+		t.Errorf("job defaults = %+v", cfg.Jobs[0])
+	}
+}
+
+func TestLocalsResolveInDependencyOrderWithFunctions(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "main.hcl", `locals {
+  cmd    = concat(local.base, [format("--epochs=%d", var.epochs)])
+  base   = split(" ", upper(local.python))
+  python = "python train.py"
+  banner = file("banner.txt")
+}
+variable "epochs" { default = 3 }
+job "j" {
+  nodes   = max(1, length(local.cmd) - 2)
+  command = local.cmd
+  env     = { BANNER = trimspace(local.banner), KEYS = join(",", keys({ b = 1, a = 2 })) }
+}
+`)
+	writeFile(t, dir, "banner.txt", "hello\n")
+	cfg, diags := Load(dir, LoadOptions{})
+	if len(diags) > 0 {
+		t.Fatalf("diagnostics:\n%s", diagList(diags))
+	}
+	j := cfg.Jobs[0]
+	if strings.Join(j.Command, " ") != "PYTHON TRAIN.PY --epochs=3" || j.Nodes != 1 || j.Env["BANNER"] != "hello" || j.Env["KEYS"] != "a,b" {
+		t.Errorf("job = %+v", j)
+	}
+}
+
+func TestFileFunctionReportsAMissingFile(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "main.hcl", "locals {\n  key = file(\"missing.pem\")\n}\n")
+	_, diags := Load(dir, LoadOptions{})
+	if len(diags) != 1 || diags[0].Subject.Start.Line != 2 || !strings.Contains(diags[0].Detail, "missing.pem") {
+		t.Fatalf("diagnostics:\n%s", diagList(diags))
+	}
+}
+
+func TestEmptyDirectoryIsAnError(t *testing.T) {
+	_, diags := Load(t.TempDir(), LoadOptions{})
+	if !diags.HasErrors() || diags[0].Summary != "No configuration files" {
+		t.Fatalf("diagnostics:\n%s", diagList(diags))
+	}
+}
+
+func writeFile(t *testing.T, dir, name, text string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func diagList(diags hcl.Diagnostics) string {
+	var b strings.Builder
+	for _, d := range diags {
+		b.WriteString("  " + d.Error() + "\n")
+	}
+	return b.String()
+}
+
+func detailOf(diags hcl.Diagnostics) string {
+	if len(diags) == 0 {
+		return ""
+	}
+	return diags[0].Detail
+}
+
+// fixtureDirs lists the fixture directories, sorted.
+func fixtureDirs(t testing.TB) []string {
+	entries, err := os.ReadDir(fixtures)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dirs []string
+	for _, e := range entries {
+		if e.IsDir() {
+			dirs = append(dirs, e.Name())
+		}
+	}
+	sort.Strings(dirs)
+	return dirs
+}
+
+// golden compares got with testdata/golden/name, or rewrites it with -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", "golden", name)
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./config -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the golden file:\n%s", name, UnifiedDiff(name, want, got))
+	}
+}
+
+func TestJSONReferenceSuggestionKeepsQuotes(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "main.hcl.json", `{"policy": {"tight": {}}, "job": {"j": {"policy": "tight", "nodes": 1, "command": ["true"]}}}`)
+	_, diags := Load(dir, LoadOptions{})
+	if len(diags) != 1 || !strings.Contains(diags[0].Detail, `Did you mean "policy.tight"?`) {
+		t.Fatalf("diagnostics:\n%s", diagList(diags))
+	}
+}

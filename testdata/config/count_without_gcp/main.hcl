@@ -1,0 +1,4 @@
+fleet "lab" {
+  count = 2
+  host "a1" { address = "10.0.0.1" }
+}

@@ -1,0 +1,7 @@
+policy "tight" {
+  group_locality = "zone"
+}
+
+policy "tight" {
+  group_locality = "region"
+}

@@ -1,0 +1,4 @@
+job "train" {
+  nodes   = 1
+  command = []
+}

@@ -1,0 +1,3 @@
+fleet "empty" {
+  region = "paris"
+}

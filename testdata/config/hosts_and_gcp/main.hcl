@@ -1,0 +1,10 @@
+fleet "mixed" {
+  count = 2
+  host "a1" { address = "10.0.0.1" }
+  gcp {
+    project      = "my-project"
+    zone         = "europe-west1-b"
+    machine_type = "a2-highgpu-4g"
+    image        = "projects/deeplearning-platform-release/global/images/family/pytorch-latest-gpu"
+  }
+}

@@ -1,0 +1,3 @@
+ssh "lab" {
+  bastion = "ubuntu@"
+}

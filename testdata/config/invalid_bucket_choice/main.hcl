@@ -1,0 +1,3 @@
+policy "tight" {
+  bucket_choice = "bestfit"
+}

@@ -1,0 +1,3 @@
+policy "tight" {
+  group_locality = "zones"
+}

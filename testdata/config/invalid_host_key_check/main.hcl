@@ -1,0 +1,3 @@
+ssh "lab" {
+  host_key_check = "accept_new"
+}

@@ -1,0 +1,4 @@
+job "train llama" {
+  nodes   = 1
+  command = ["python", "train.py"]
+}

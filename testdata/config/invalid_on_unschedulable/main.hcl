@@ -1,0 +1,3 @@
+policy "tight" {
+  on_unschedulable = "retry"
+}

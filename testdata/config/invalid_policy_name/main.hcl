@@ -1,0 +1,3 @@
+policy "1st" {
+  rank = "first_fit"
+}

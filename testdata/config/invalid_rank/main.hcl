@@ -1,0 +1,3 @@
+policy "tight" {
+  rank = "spred"
+}

@@ -1,0 +1,4 @@
+variable "zone" {
+  type    = strng
+  default = "europe-west1-b"
+}

@@ -1,0 +1,3 @@
+fleet "lab" {
+  host "a1" { address = "fd00::1" }
+}

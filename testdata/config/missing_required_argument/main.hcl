@@ -1,0 +1,3 @@
+job "train" {
+  command = ["python", "train.py"]
+}

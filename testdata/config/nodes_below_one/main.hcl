@@ -1,0 +1,4 @@
+job "train" {
+  nodes   = 0
+  command = ["python", "train.py"]
+}

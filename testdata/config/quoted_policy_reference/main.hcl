@@ -1,0 +1,7 @@
+policy "tight" {}
+
+job "train" {
+  policy  = "tight"
+  nodes   = 1
+  command = ["python", "train.py"]
+}

@@ -1,0 +1,13 @@
+variable "project" {
+  type = string
+}
+
+fleet "cloud" {
+  count = 1
+  gcp {
+    project      = var.project
+    zone         = "europe-west1-b"
+    machine_type = "a2-highgpu-4g"
+    image        = "projects/deeplearning-platform-release/global/images/family/pytorch-latest-gpu"
+  }
+}

@@ -1,0 +1,4 @@
+job "train" {
+  nodes   = 2
+  command = "python train.py"
+}

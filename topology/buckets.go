@@ -1,0 +1,283 @@
+package topology
+
+import (
+	"math"
+	"slices"
+	"strings"
+)
+
+// cellKey is the full location and torch version: the finest bucket.
+type cellKey struct{ torch, region, zone, ng string }
+
+// field is the key's value at depth 0 (torch), 1 (region), 2 (zone) or 3
+// (network group).
+func (k *cellKey) field(depth int) string {
+	switch depth {
+	case 0:
+		return k.torch
+	case 1:
+		return k.region
+	case 2:
+		return k.zone
+	}
+	return k.ng
+}
+
+func (k *cellKey) less(o *cellKey) int {
+	for d := 0; d < 4; d++ {
+		if c := strings.Compare(k.field(d), o.field(d)); c != 0 {
+			return c
+		}
+	}
+	return 0
+}
+
+// depthOf is the key depth whose value a level's bucket shares last.
+func depthOf(l Level) int { return 3 - int(l) }
+
+// cell is the compatible workers of one cellKey.
+type cell struct {
+	key    cellKey
+	compat int32 // statically eligible, free or not
+	free   int32 // free now
+	off    int32 // first free worker in scheduler.freeByCell
+}
+
+// group is a set of free workers that placement takes from as one: a bucket,
+// a sub-group of it, or a single worker whose location at the tighter level
+// is unknown.
+type group struct {
+	clo, chi int32 // cells [clo, chi); chi == clo for a single worker
+	depth    int8  // fields 0..depth are shared by its cells
+	lo, hi   int32 // its free workers: freeByCell[lo:hi]
+	compat   int32 // its compatible workers, free or not (buckets only)
+}
+
+func (g *group) size() int { return int(g.hi - g.lo) }
+
+// classify is the one pass over every worker: the static checks, the primary
+// rank key, and the worker's cell. Then it sorts the cells by key and lays
+// the free workers out cell by cell, so that every bucket at every level is
+// a contiguous run of cells and of free workers.
+func (s *scheduler) classify() {
+	s.index = nil
+	clear(s.slots[:])
+	last := int32(-1)
+	freeTotal := 0
+	for i := range s.ws {
+		w := &s.ws[i]
+		s.cellOf[i] = -1
+		if r := s.staticReason(w); r >= 0 {
+			s.excl[r]++
+			continue
+		}
+		c := last
+		if c < 0 || !s.cells[c].key.holds(w) {
+			// A direct-mapped cache on a few bytes of the key: fleets listed
+			// zone by zone hit last, fleets listed round robin hit here.
+			slot := &s.slots[slotOf(w)]
+			if c = *slot - 1; c < 0 || !s.cells[c].key.holds(w) {
+				c = s.cellFor(w)
+				*slot = c + 1
+			}
+			last = c
+		}
+		s.cells[c].compat++
+		free := count(w.freeSet())
+		switch {
+		case free == 0:
+			s.excl[3]++
+			continue
+		case free < s.gpn:
+			s.excl[4]++
+			continue
+		}
+		s.cells[c].free++
+		s.cellOf[i] = c
+		freeTotal++
+		switch s.rank {
+		case rankSpread:
+			s.prim[i] = int64(min(max(w.RunningTasks, 0), math.MaxInt32))<<8 | int64(MaxGPUs-free)
+		case rankMostFreeMemory:
+			s.prim[i] = -max(w.FreeMemoryMiB, 0)
+		default:
+			s.prim[i] = 0
+		}
+	}
+
+	// Sort cells by key, then place free workers cell by cell (a counting
+	// sort that keeps input order inside a cell; rank order is applied later
+	// and only where it matters).
+	order := grow(s.order, len(s.cells))
+	s.order = order
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(a, b int32) int { return s.cells[a].key.less(&s.cells[b].key) })
+	inv := grow(s.inv, len(s.cells)) // old cell id → sorted position
+	s.inv = inv
+	sorted := grow(s.sorted, len(s.cells))
+	off := int32(0)
+	for to, from := range order {
+		inv[from] = int32(to)
+		sorted[to] = s.cells[from]
+		sorted[to].off = off
+		off += sorted[to].free
+	}
+	s.cells, s.sorted = sorted, s.cells[:0]
+	s.freeByCell = grow(s.freeByCell, freeTotal)
+	next := order // reuse: per sorted cell, its next free slot
+	for i := range s.cells {
+		next[i] = s.cells[i].off
+	}
+	for i, c := range s.cellOf {
+		if c < 0 {
+			continue
+		}
+		sc := inv[c]
+		s.cellOf[i] = sc
+		s.freeByCell[next[sc]] = int32(i)
+		next[sc]++
+	}
+}
+
+// holds reports whether the worker belongs to the cell. Zones and network
+// groups differ most often, and usually in their last byte, so they are
+// compared first.
+func (k *cellKey) holds(w *Worker) bool {
+	return len(k.ng) == len(w.Location.NetworkGroup) && len(k.torch) == len(w.TorchVersion) &&
+		sameString(k.zone, w.Location.Zone) && sameString(k.ng, w.Location.NetworkGroup) &&
+		k.region == w.Location.Region && k.torch == w.TorchVersion
+}
+
+func sameString(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	if len(a) > 0 && a[len(a)-1] != b[len(b)-1] {
+		return false
+	}
+	return a == b
+}
+
+// slotCount is the size of the cell cache in classify.
+const slotCount = 64
+
+// slotOf hashes the bytes where locations usually differ: the zone's
+// length and last byte, and the region's last byte.
+func slotOf(w *Worker) int {
+	z, r := w.Location.Zone, w.Location.Region
+	h := uint(len(z))
+	if len(z) > 0 {
+		h += uint(z[len(z)-1]) * 7
+	}
+	if len(r) > 0 {
+		h += uint(r[len(r)-1]) * 131
+	}
+	return int(h % slotCount)
+}
+
+// cellFor finds or adds the worker's cell: a scan while there are few
+// cells (fleets have a handful of zones), a map beyond.
+func (s *scheduler) cellFor(w *Worker) int32 {
+	if s.index == nil {
+		for j := range s.cells {
+			if s.cells[j].key.holds(w) {
+				return int32(j)
+			}
+		}
+	} else if j, ok := s.index[cellKey{w.TorchVersion, w.Location.Region, w.Location.Zone, w.Location.NetworkGroup}]; ok {
+		return j
+	}
+	c := int32(len(s.cells))
+	k := cellKey{w.TorchVersion, w.Location.Region, w.Location.Zone, w.Location.NetworkGroup}
+	s.cells = append(s.cells, cell{key: k})
+	switch {
+	case s.index != nil:
+		s.index[k] = c
+	case len(s.cells) > 16:
+		s.index = make(map[cellKey]int32, 64)
+		for j := range s.cells {
+			s.index[s.cells[j].key] = int32(j)
+		}
+	}
+	return c
+}
+
+// staticReason is the index in staticReasons of the first check the worker
+// fails that does not depend on what is free now (label, region, GPU
+// count); -1 when it passes them.
+func (s *scheduler) staticReason(w *Worker) int {
+	if len(s.pol.Labels) > 0 {
+		for k, v := range s.pol.Labels {
+			if got, ok := w.Labels[k]; !ok || got != v {
+				return 0
+			}
+		}
+	}
+	if len(s.pol.Regions) > 0 {
+		ok := false
+		for _, r := range s.pol.Regions {
+			if r != "" && (r == w.Location.Region || r == w.Location.Zone) {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return 1
+		}
+	}
+	if w.gpuCount() < s.gpn {
+		return 2
+	}
+	return -1
+}
+
+// buckets lists a level's buckets: runs of cells sharing the torch version
+// and the location up to the level, leaving out cells with no value there.
+func (s *scheduler) buckets(level Level) ([]group, LevelExplanation) {
+	depth := depthOf(level)
+	exp := LevelExplanation{Level: level, Excluded: []Exclusion{}}
+	out := s.groups[:0]
+	noValue := 0
+	for i := 0; i < len(s.cells); {
+		c := &s.cells[i]
+		if depth > 0 && c.key.field(depth) == "" {
+			noValue += int(c.compat)
+			i++
+			continue
+		}
+		j := i + 1
+		compat, free := c.compat, c.free
+		for j < len(s.cells) && samePrefix(&s.cells[j].key, &c.key, depth) {
+			compat += s.cells[j].compat
+			free += s.cells[j].free
+			j++
+		}
+		out = append(out, group{clo: int32(i), chi: int32(j), depth: int8(depth), lo: c.off, hi: c.off + free, compat: compat})
+		i = j
+	}
+	s.groups = out
+	exp.Buckets = make([]BucketExplanation, len(out))
+	for i, g := range out {
+		k := &s.cells[g.clo].key
+		exp.Buckets[i] = BucketExplanation{
+			TorchVersion: k.torch,
+			Location:     Location{Region: k.region, Zone: k.zone, NetworkGroup: k.ng}.Upto(level),
+			Eligible:     int(g.compat), Free: g.size(), Needed: s.nodes,
+		}
+	}
+	if noValue > 0 {
+		exp.Excluded = []Exclusion{{Reason: ReasonNoValue, Workers: noValue}}
+	}
+	return out, exp
+}
+
+func samePrefix(a, b *cellKey, depth int) bool {
+	for d := 0; d <= depth; d++ {
+		if a.field(d) != b.field(d) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,248 @@
+package topology
+
+import "slices"
+
+// The rank order of free workers, and the GPU pick quality that breaks ties
+// in it.
+
+// before is the full rank order: the policy's key (spread: fewest running
+// tasks, then most free GPUs; most_free_memory: most free memory;
+// first_fit: none), then, for equal keys, the better GPU pick (larger
+// bottleneck, then larger total; not for first_fit, whose order is worker
+// ID), then worker ID, then input position (only for duplicate IDs).
+func (s *scheduler) before(a, b int32) bool {
+	if pa, pb := s.prim[a], s.prim[b]; pa != pb {
+		return pa < pb
+	}
+	if s.useQ {
+		if qa, qb := s.quality(a), s.quality(b); qa != qb {
+			return qa < qb
+		}
+	}
+	return s.idBefore(a, b)
+}
+
+// beforeByKey is the rank order without the GPU pick: the policy's key,
+// then worker ID. It ranks groups, which GPU picks do not (computing them
+// for every worker of every tied group would cost more than it tells).
+func (s *scheduler) beforeByKey(a, b int32) bool {
+	if pa, pb := s.prim[a], s.prim[b]; pa != pb {
+		return pa < pb
+	}
+	return s.idBefore(a, b)
+}
+
+func (s *scheduler) idBefore(a, b int32) bool {
+	if ia, ib := s.ws[a].ID, s.ws[b].ID; ia != ib {
+		return ia < ib
+	}
+	return a < b
+}
+
+func (s *scheduler) rankBefore(a, b int32, full bool) bool {
+	if full {
+		return s.before(a, b)
+	}
+	return s.beforeByKey(a, b)
+}
+
+// fillRace finds, among groups offered one by one, the one whose n-th
+// worker ranks first: the group a walk of free workers in rank order would
+// complete first. Between two single workers the comparison is the full
+// rank order; between groups, the order without GPU picks. Each group's
+// n-th worker is found once.
+type fillRace struct {
+	s     *scheduler
+	n     int // 0: the group's own size (a group taken whole)
+	best  int
+	key   int32 // n-th worker of best, when haveKey
+	full  bool
+	group func(i int) group
+	have  bool
+}
+
+// reset makes i the leader without comparing.
+func (r *fillRace) reset(i int) { r.best, r.have = i, false }
+
+// offer compares group i with the leader and makes it the leader when it
+// fills first.
+func (r *fillRace) offer(i int) {
+	a, b := r.group(i), r.group(r.best)
+	full := a.size() == 1 && b.size() == 1
+	n := r.n
+	if n == 0 {
+		n = a.size()
+	}
+	if !r.have || r.full != full {
+		r.key, r.full, r.have = r.s.nth(b, n, full), full, true
+	}
+	if k := r.s.nth(a, n, full); r.s.rankBefore(k, r.key, full) {
+		r.best, r.key = i, k
+	}
+}
+
+// nth is the group's n-th free worker in rank order (1-based).
+func (s *scheduler) nth(g group, n int, full bool) int32 {
+	ws := s.freeByCell[g.lo:g.hi]
+	switch {
+	case n <= 1:
+		best := ws[0]
+		for _, w := range ws[1:] {
+			if s.rankBefore(w, best, full) {
+				best = w
+			}
+		}
+		return best
+	case n >= len(ws):
+		worst := ws[0]
+		for _, w := range ws[1:] {
+			if s.rankBefore(worst, w, full) {
+				worst = w
+			}
+		}
+		return worst
+	}
+	return s.firstN(ws, n, full)[0]
+}
+
+// topN returns the n first workers of ws in rank order, sorted, in s.heap's
+// storage (valid until the next call).
+func (s *scheduler) topN(ws []int32, n int, full bool) []int32 {
+	var h []int32
+	if n >= len(ws) {
+		h = append(s.heap[:0], ws...)
+		s.heap = h
+	} else {
+		h = s.firstN(ws, n, full)
+	}
+	slices.SortFunc(h, func(a, b int32) int {
+		switch {
+		case a == b:
+			return 0
+		case s.rankBefore(a, b, full):
+			return -1
+		}
+		return 1
+	})
+	return h
+}
+
+// firstN returns the n first workers of ws in rank order (n < len(ws)) as a
+// max-heap: its root is the n-th.
+func (s *scheduler) firstN(ws []int32, n int, full bool) []int32 {
+	h := append(s.heap[:0], ws[:n]...)
+	for i := n/2 - 1; i >= 0; i-- {
+		s.siftDown(h, i, full)
+	}
+	for _, w := range ws[n:] {
+		if s.rankBefore(w, h[0], full) {
+			h[0] = w
+			s.siftDown(h, 0, full)
+		}
+	}
+	s.heap = h
+	return h
+}
+
+func (s *scheduler) siftDown(h []int32, i int, full bool) {
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			return
+		}
+		m := l
+		if r := l + 1; r < len(h) && s.rankBefore(h[l], h[r], full) {
+			m = r
+		}
+		if !s.rankBefore(h[i], h[m], full) {
+			return
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+}
+
+// quality is the worker's GPU pick key (smaller is better), computed at
+// most once per worker and only when a comparison needs it. When the job
+// takes every free GPU there is nothing to choose, and the set is scored
+// directly instead of searched.
+func (s *scheduler) quality(i int32) int64 {
+	if s.qualDone[i] {
+		return s.qual[i]
+	}
+	q := int64(0)
+	w := &s.ws[i]
+	if m := usableMatrix(w); m != nil {
+		free := w.freeSet()
+		if count(free) == s.gpn {
+			bn, total := setQuality(m, free)
+			q = -(int64(bn.Score())<<32 | int64(total))
+			s.bneck[i] = bn
+		} else if p, err := PickDevices(m, free, s.gpn, s.opts); err == nil {
+			if s.picks == nil {
+				s.picks = make(map[int32]Pick)
+			}
+			s.picks[i] = p
+			q = -(int64(p.Bottleneck.Score())<<32 | int64(p.Total))
+		}
+	}
+	s.qual[i], s.qualDone[i] = q, true
+	return q
+}
+
+// usableMatrix is the worker's matrix when it is square and covers its
+// GPUs; nil otherwise (then GPUs are taken by lowest index).
+func usableMatrix(w *Worker) *Matrix {
+	m := w.Matrix
+	n := m.GPUs()
+	if n == 0 || n > MaxGPUs || n < w.gpuCount() {
+		return nil
+	}
+	for _, row := range m.Links {
+		if len(row) != n {
+			return nil
+		}
+	}
+	return m
+}
+
+// setQuality scores a whole set as PickDevices does: its slowest link and
+// the total of its pair scores.
+func setQuality(m *Matrix, set DeviceSet) (Link, int) {
+	var idx [MaxGPUs]uint8
+	n := 0
+	for i := 0; set != 0; i++ {
+		if set&1 != 0 {
+			idx[n] = uint8(i)
+			n++
+		}
+		set >>= 1
+	}
+	bn, bs, total := Link{}, -1, 0
+	for a := 0; a < n; a++ {
+		row := m.Links[idx[a]]
+		for _, j := range idx[a+1 : n] {
+			l := row[j]
+			sc := linkScore(l)
+			total += sc
+			if bs < 0 || sc < bs {
+				bn, bs = l, sc
+			}
+		}
+	}
+	return bn, total
+}
+
+// kindScores are Link.Score by kind, for the hot loop above (a test holds
+// linkScore equal to Link.Score).
+var kindScores = [...]int{LinkSYS: 1, LinkNODE: 2, LinkPHB: 3, LinkPXB: 4, LinkPIX: 5, LinkSelf: 0}
+
+func linkScore(l Link) int {
+	if l.Kind == LinkNV {
+		return 10 * int(l.NVLinks)
+	}
+	if int(l.Kind) < len(kindScores) {
+		return kindScores[l.Kind]
+	}
+	return 0
+}

@@ -1,0 +1,338 @@
+package topology
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+)
+
+// Schedule chooses the machines and GPUs of one job (ADR-0021 §2–§5):
+//
+//   - Eligibility: the policy's labels and regions, enough GPUs, enough free
+//     GPUs now; one torch version inside a group.
+//   - Levels: prefer tries one network group, then one zone, one region, and
+//     any, and takes the tightest that holds the job now; a required level
+//     (network_group, zone, region) is the only one tried, and workers with
+//     no value there never qualify; any ignores location.
+//   - Buckets: at a level, the candidate groups are buckets of (torch
+//     version, location). Of those that hold the job, best fit takes the one
+//     left with the fewest free workers (first_fill: the first to fill in
+//     rank order).
+//   - Inside a bucket, as few groups of each tighter level as possible
+//     (largest first, the last by best fit), and inside those the workers
+//     in rank order, with the quality of each machine's GPU pick breaking
+//     ties between otherwise equal workers.
+//
+// Schedule only reads workers and is deterministic: the same inputs give
+// the same Decision, byte for byte, whatever the order of workers.
+func Schedule(job Job, workers []Worker, policy Policy) Decision {
+	s := schedulers.Get().(*scheduler)
+	d := s.schedule(job, workers, policy)
+	s.release()
+	schedulers.Put(s)
+	return d
+}
+
+// Request is one job and its policy, for ScheduleAll.
+type Request struct {
+	Job    Job
+	Policy Policy
+}
+
+// ScheduleAll places several jobs in one pass, in the order given: each
+// placed job takes its GPUs (and one running task, and the chosen GPUs'
+// share of free memory) from its workers before the next job is placed, so
+// no GPU is promised twice. workers is not modified.
+func ScheduleAll(requests []Request, workers []Worker) []Decision {
+	ws := slices.Clone(workers)
+	var s scheduler
+	out := make([]Decision, 0, len(requests))
+	for _, r := range requests {
+		d := s.schedule(r.Job, ws, r.Policy)
+		if d.Status == StatusPlaced {
+			for i, p := range d.Workers {
+				w := &ws[s.chosen[i]]
+				taken := DeviceSetOf(p.GPUs...)
+				if before := int64(count(w.freeSet())); before > 0 {
+					w.FreeMemoryMiB -= w.FreeMemoryMiB * int64(count(taken)) / before
+				}
+				w.Free &^= taken
+				w.RunningTasks++
+			}
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// scheduler holds one call's working state; ScheduleAll reuses it.
+type scheduler struct {
+	ws    []Worker
+	pol   Policy
+	nodes int
+	gpn   int
+	opts  PickOptions
+	flat  bool // policy any: location ignored inside the bucket
+	rank  rankKind
+	useQ  bool // GPU pick quality ranks workers
+
+	cellOf     []int32 // per worker: its cell, or -1
+	prim       []int64 // per worker: primary rank key, smaller first
+	qual       []int64 // per worker: GPU pick quality key, smaller first
+	qualDone   []bool
+	bneck      []Link // per worker: its GPU set's slowest link, when quality found it
+	picks      map[int32]Pick
+	cells      []cell
+	freeByCell []int32
+	excl       [5]int
+	chosen     []int32
+	heap       []int32
+	order, inv []int32
+	sorted     []cell
+	groups     []group
+	index      map[cellKey]int32
+	slots      [slotCount]int32 // cell+1 by slotOf; 0 empty
+}
+
+// rankKind is Policy.Rank decoded once, not compared as a string per worker.
+type rankKind uint8
+
+const (
+	rankSpread rankKind = iota
+	rankFirstFit
+	rankMostFreeMemory
+)
+
+// schedulers keeps the working state of finished calls for the next ones:
+// Schedule runs often (every plan, every job) and its scratch space is
+// proportional to the fleet.
+var schedulers = sync.Pool{New: func() any { return new(scheduler) }}
+
+func (s *scheduler) schedule(job Job, workers []Worker, policy Policy) Decision {
+	d := Decision{Job: job.Name, Level: LevelAny, Workers: []Placement{},
+		Explanation: Explanation{Workers: len(workers), Needed: job.Nodes, Excluded: []Exclusion{}, Levels: []LevelExplanation{}}}
+	fail := func(err error) Decision {
+		d.Status, d.Unschedulable = StatusFailed, true
+		d.Summary = "failed: " + err.Error()
+		return d
+	}
+	if err := policy.Validate(); err != nil {
+		return fail(err)
+	}
+	if job.Nodes < 1 {
+		return fail(fmt.Errorf("job %q asks for %d nodes; it needs at least 1", job.Name, job.Nodes))
+	}
+	if job.GPUsPerNode < 1 || job.GPUsPerNode > MaxGPUs {
+		return fail(fmt.Errorf("job %q asks for %d GPUs per node; it needs 1 to %d", job.Name, job.GPUsPerNode, MaxGPUs))
+	}
+	s.reset(job, workers, policy.withDefaults())
+	s.classify()
+	for r, n := range s.excl {
+		if n > 0 {
+			d.Explanation.Excluded = append(d.Explanation.Excluded, Exclusion{Reason: staticReasons[r], Workers: n})
+		}
+	}
+
+	levels := s.pol.levels()
+	d.Explanation.Levels = make([]LevelExplanation, 0, len(levels))
+	var last []group
+	var lastExp *LevelExplanation
+	for _, level := range levels {
+		buckets, exp := s.buckets(level)
+		d.Explanation.Levels = append(d.Explanation.Levels, exp)
+		lastExp = &d.Explanation.Levels[len(d.Explanation.Levels)-1]
+		last = buckets
+		b := s.chooseBucket(buckets)
+		if b < 0 {
+			continue
+		}
+		s.chosen = s.chosen[:0]
+		s.take(buckets[b], s.nodes)
+		spans := s.spans(level)
+		be := &lastExp.Buckets[b]
+		be.Choice, be.Groups = "placed", spans
+		if n := s.torchPassedOver(lastExp, b, level); n > 0 {
+			lastExp.Excluded = append(lastExp.Excluded, Exclusion{Reason: ReasonTorchVersion, Workers: n})
+		}
+		d.Status, d.Level = StatusPlaced, level
+		d.Location, d.TorchVersion = be.Location, be.TorchVersion
+		d.Workers = s.placements()
+		d.Summary = placedSummary(&d, spans)
+		return d
+	}
+
+	// Nothing holds the job now: say how close the loosest level came, and
+	// whether any bucket could hold it were every compatible worker idle.
+	level := levels[len(levels)-1]
+	d.Level = level
+	d.Unschedulable = true
+	for _, b := range last {
+		if int(b.compat) >= s.nodes {
+			d.Unschedulable = false
+			break
+		}
+	}
+	d.Status = StatusWaiting
+	if d.Unschedulable && s.pol.OnUnschedulable == UnschedulableFail {
+		d.Status = StatusFailed
+	}
+	best := -1
+	for i := range lastExp.Buckets {
+		if best < 0 || closer(&lastExp.Buckets[i], &lastExp.Buckets[best], d.Unschedulable) {
+			best = i
+		}
+	}
+	var bestExp *BucketExplanation
+	if best >= 0 {
+		bestExp = &lastExp.Buckets[best]
+		bestExp.Choice = "best"
+		d.Location, d.TorchVersion = bestExp.Location, bestExp.TorchVersion
+		if n := s.torchPassedOver(lastExp, best, level); n > 0 {
+			lastExp.Excluded = append(lastExp.Excluded, Exclusion{Reason: ReasonTorchVersion, Workers: n})
+		}
+	}
+	d.Summary = unplacedSummary(&d, level, s.nodes, bestExp, torchVersions(lastExp.Buckets))
+	return d
+}
+
+var staticReasons = [...]Reason{ReasonLabel, ReasonRegion, ReasonTooFewGPUs, ReasonBusy, ReasonTooFewFreeGPUs}
+
+// closer reports whether bucket a is closer to holding the job than b: more
+// free workers (more eligible ones when none could ever hold it), then more
+// eligible, then the earlier bucket.
+func closer(a, b *BucketExplanation, byEligible bool) bool {
+	if byEligible {
+		return a.Eligible > b.Eligible
+	}
+	if a.Free != b.Free {
+		return a.Free > b.Free
+	}
+	return a.Eligible > b.Eligible
+}
+
+// torchVersions counts the distinct torch versions among a level's buckets.
+func torchVersions(bs []BucketExplanation) int {
+	n := 0
+	for i := range bs {
+		if i == 0 || bs[i].TorchVersion != bs[i-1].TorchVersion {
+			n++
+		}
+	}
+	return n
+}
+
+// torchPassedOver counts the free workers at bucket b's location that were
+// left out because their torch version differs.
+func (s *scheduler) torchPassedOver(exp *LevelExplanation, b int, level Level) int {
+	if level == LevelAny {
+		n := 0
+		for i := range exp.Buckets {
+			if i != b {
+				n += exp.Buckets[i].Free
+			}
+		}
+		return n
+	}
+	n := 0
+	for i := range exp.Buckets {
+		if i != b && exp.Buckets[i].Location == exp.Buckets[b].Location {
+			n += exp.Buckets[i].Free
+		}
+	}
+	return n
+}
+
+func (s *scheduler) reset(job Job, workers []Worker, pol Policy) {
+	n := len(workers)
+	s.ws, s.pol, s.nodes, s.gpn = workers, pol, job.Nodes, job.GPUsPerNode
+	s.opts = PickOptions{MultiNode: job.MultiNode()}
+	s.flat = pol.GroupLocality == LocalityAny
+	switch pol.Rank {
+	case RankFirstFit:
+		s.rank = rankFirstFit
+	case RankMostFreeMemory:
+		s.rank = rankMostFreeMemory
+	default:
+		s.rank = rankSpread
+	}
+	s.useQ = pol.Rank != RankFirstFit && job.GPUsPerNode >= 2
+	s.cellOf = grow(s.cellOf, n)
+	s.prim = grow(s.prim, n)
+	s.qual = grow(s.qual, n)
+	s.qualDone = grow(s.qualDone, n)
+	s.bneck = grow(s.bneck, n)
+	clear(s.qualDone)
+	s.picks = nil
+	s.cells = s.cells[:0]
+	s.excl = [5]int{}
+}
+
+// release drops every reference to the caller's data, so that a pooled
+// scheduler does not keep a fleet alive.
+func (s *scheduler) release() {
+	s.ws, s.picks, s.index = nil, nil, nil
+	clear(s.cells[:cap(s.cells)])
+	clear(s.sorted[:cap(s.sorted)])
+	s.pol = Policy{}
+}
+
+// placements turns the chosen workers into node ranks with their GPUs.
+func (s *scheduler) placements() []Placement {
+	out := make([]Placement, len(s.chosen))
+	gpus := make([]int, 0, len(s.chosen)*s.gpn) // one backing array for every node's GPUs
+	var lastLink Link
+	lastName := ""
+	linkName := func(l Link) string {
+		if lastName == "" || l != lastLink {
+			lastLink, lastName = l, l.String()
+		}
+		return lastName
+	}
+	for rank, i := range s.chosen {
+		w := &s.ws[i]
+		p := Placement{NodeRank: rank, Worker: w.ID, Location: w.Location, LocationTrusted: w.LocationTrusted}
+		free := w.freeSet()
+		m := usableMatrix(w)
+		start := len(gpus)
+		switch {
+		case count(free) == s.gpn:
+			gpus = appendIndices(gpus, free, s.gpn)
+			if m != nil && s.gpn >= 2 {
+				bn := s.bneck[i]
+				if !s.qualDone[i] {
+					bn, _ = setQuality(m, free)
+				}
+				p.Bottleneck = linkName(bn)
+			}
+		case m != nil:
+			pick, ok := s.picks[i]
+			if !ok {
+				var err error
+				if pick, err = PickDevices(m, free, s.gpn, s.opts); err != nil {
+					pick = Pick{GPUs: appendIndices(nil, free, s.gpn)}
+				}
+			}
+			gpus = append(gpus, pick.GPUs...)
+			if s.gpn >= 2 && len(pick.GPUs) >= 2 {
+				p.Bottleneck = linkName(pick.Bottleneck)
+			}
+		default:
+			gpus = appendIndices(gpus, free, s.gpn)
+		}
+		p.GPUs = gpus[start:len(gpus):len(gpus)]
+		out[rank] = p
+	}
+	return out
+}
+
+// appendIndices appends the k lowest indices of free.
+func appendIndices(out []int, free DeviceSet, k int) []int {
+	for i := 0; free != 0 && k > 0; i++ {
+		if free&1 != 0 {
+			out = append(out, i)
+			k--
+		}
+		free >>= 1
+	}
+	return out
+}

@@ -1,0 +1,311 @@
+package topology
+
+import (
+	"fmt"
+	"math/bits"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// The exhaustive reference: on fleets of 10 workers, for every subset of
+// them being free, every job size and every policy, it enumerates every
+// group Schedule could have chosen and checks that the decision obeys the
+// rules: the tightest level that holds the job, one torch version, the
+// best-fit (or first-fill) bucket, the fewest sub-groups of each tighter
+// level with the remainder by best fit, and rank order inside the tightest
+// groups.
+
+// refFleet draws a 10-worker fleet with few distinct locations, so that
+// buckets collide, and some workers missing a value at each level.
+func refFleet(seed uint64) []Worker {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	pick := func(xs ...string) string { return xs[rng.IntN(len(xs))] }
+	order := rng.Perm(10)
+	ws := make([]Worker, 10)
+	for i := range ws {
+		ws[i] = Worker{
+			ID:            fmt.Sprintf("w%d", order[i]),
+			Location:      Location{Region: pick("", "r1", "r1", "r2"), Zone: pick("", "a", "a", "b"), NetworkGroup: pick("", "g1", "g1", "g2")},
+			TorchVersion:  pick("t1", "t1", "t1", "t2"),
+			GPUs:          4,
+			RunningTasks:  rng.IntN(3),
+			FreeMemoryMiB: int64(rng.IntN(4)) << 10,
+		}
+	}
+	return ws
+}
+
+// refRankBefore is the rank order written out plainly: the policy's key,
+// then worker ID (no matrices here, so no GPU pick quality).
+func refRankBefore(rank string, a, b *Worker) bool {
+	switch rank {
+	case RankSpread:
+		if a.RunningTasks != b.RunningTasks {
+			return a.RunningTasks < b.RunningTasks
+		}
+		if fa, fb := a.Free.Len(), b.Free.Len(); fa != fb {
+			return fa > fb
+		}
+	case RankMostFreeMemory:
+		if a.FreeMemoryMiB != b.FreeMemoryMiB {
+			return a.FreeMemoryMiB > b.FreeMemoryMiB
+		}
+	}
+	return a.ID < b.ID
+}
+
+// refValidAt reports whether the workers of set (a bit mask over ws) form a
+// group at level l: one torch version and, below any, one value at l and
+// every looser level, none of them missing at l.
+func refValidAt(ws []Worker, set uint32, l Level) bool {
+	first := -1
+	for i := range ws {
+		if set&(1<<i) == 0 {
+			continue
+		}
+		if l != LevelAny && ws[i].Location.At(l) == "" {
+			return false
+		}
+		if first < 0 {
+			first = i
+			continue
+		}
+		if ws[i].TorchVersion != ws[first].TorchVersion || ws[i].Location.Upto(l) != ws[first].Location.Upto(l) {
+			return false
+		}
+	}
+	return true
+}
+
+// forSubsets calls fn with every subset of from with k members.
+func forSubsets(from uint32, k int, fn func(uint32)) {
+	for s := from; ; s = (s - 1) & from {
+		if bits.OnesCount32(s) == k {
+			fn(s)
+		}
+		if s == 0 {
+			return
+		}
+	}
+}
+
+// refSubGroups splits pool at the level below l: by location up to that
+// level, and one group per worker that has no value there.
+func refSubGroups(ws []Worker, pool uint32, l Level) []uint32 {
+	sub := l - 1
+	var groups []uint32
+	keys := map[Location]int{}
+	for i := range ws {
+		if pool&(1<<i) == 0 {
+			continue
+		}
+		if ws[i].Location.At(sub) == "" {
+			groups = append(groups, 1<<i)
+			continue
+		}
+		k := ws[i].Location.Upto(sub)
+		if g, ok := keys[k]; ok {
+			groups[g] |= 1 << i
+		} else {
+			keys[k] = len(groups)
+			groups = append(groups, 1<<i)
+		}
+	}
+	return groups
+}
+
+func touched(groups []uint32, set uint32) int {
+	n := 0
+	for _, g := range groups {
+		if g&set != 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// nthBest is the n-th best member of set in rank order.
+func nthBest(ws []Worker, set uint32, n int, rank string) int {
+	var members []int
+	for i := range ws {
+		if set&(1<<i) != 0 {
+			members = append(members, i)
+		}
+	}
+	slices.SortFunc(members, func(a, b int) int {
+		if refRankBefore(rank, &ws[a], &ws[b]) {
+			return -1
+		}
+		return 1
+	})
+	return members[n-1]
+}
+
+// refCheckInside checks how chosen was taken from pool, a group at level l.
+func refCheckInside(t *testing.T, ws []Worker, pool, chosen uint32, l Level, rank string, flat bool, ctx string) {
+	t.Helper()
+	k := bits.OnesCount32(chosen)
+	if flat || l == LevelNetworkGroup || bits.OnesCount32(pool) == 1 {
+		// The tightest groups are taken in rank order.
+		if k < bits.OnesCount32(pool) {
+			worst := nthBest(ws, chosen, k, rank)
+			for i := range ws {
+				if pool&^chosen&(1<<i) != 0 && refRankBefore(rank, &ws[i], &ws[worst]) {
+					t.Fatalf("%s: left %s out at %s but took %s, which ranks after it", ctx, ws[i].ID, l, ws[worst].ID)
+				}
+			}
+		}
+		return
+	}
+	groups := refSubGroups(ws, pool, l)
+	least := len(groups) + 1
+	forSubsets(pool, k, func(s uint32) { least = min(least, touched(groups, s)) })
+	if got := touched(groups, chosen); got != least {
+		t.Fatalf("%s: inside a %s group, took %d groups of the level below, %d suffice", ctx, l, got, least)
+	}
+	partial := -1
+	for gi, g := range groups {
+		if c := g & chosen; c != 0 && c != g {
+			if partial >= 0 {
+				t.Fatalf("%s: two partly used groups below %s", ctx, l)
+			}
+			partial = gi
+		}
+	}
+	if partial >= 0 {
+		r := bits.OnesCount32(groups[partial] & chosen)
+		size := bits.OnesCount32(groups[partial])
+		for gi, g := range groups {
+			if gi != partial && g&chosen != g && bits.OnesCount32(g) >= r && bits.OnesCount32(g) < size {
+				t.Fatalf("%s: remainder %d went to a group of %d, a group of %d held it", ctx, r, size, bits.OnesCount32(g))
+			}
+		}
+	}
+	for _, g := range groups {
+		if g&chosen != 0 {
+			refCheckInside(t, ws, g, g&chosen, l-1, rank, flat, ctx)
+		}
+	}
+}
+
+func TestScheduleMatchesExhaustiveReference(t *testing.T) {
+	seeds := []uint64{1, 2, 3, 4}
+	if testing.Short() {
+		seeds = seeds[:1]
+	}
+	localities := []string{LocalityPrefer, LocalityNetworkGroup, LocalityZone, LocalityRegion, LocalityAny}
+	ranks := []string{RankSpread, RankFirstFit, RankMostFreeMemory}
+	checked := 0
+	for _, seed := range seeds {
+		base := refFleet(seed)
+		for mask := uint32(0); mask < 1<<len(base); mask++ {
+			ws := slices.Clone(base)
+			for i := range ws {
+				switch {
+				case mask&(1<<i) != 0:
+					ws[i].Free = AllDevices(4)
+				case i%3 == 0:
+					ws[i].Free = AllDevices(1) // too few free GPUs
+				default:
+					ws[i].Free = 0
+				}
+			}
+			free := mask
+			all := uint32(1)<<len(ws) - 1
+			for _, nodes := range []int{1, 2, 3, 5} {
+				// Which levels could hold the job now, and at all?
+				var now, ever [4]bool
+				forSubsets(all, nodes, func(s uint32) {
+					for l := LevelNetworkGroup; l <= LevelAny; l++ {
+						if refValidAt(ws, s, l) {
+							ever[l] = true
+							if s&^free == 0 {
+								now[l] = true
+							}
+						}
+					}
+				})
+				for li, locality := range localities {
+					for bi, choice := range []string{BucketBestFit, BucketFirstFill} {
+						rank := ranks[(int(mask)+li+bi)%len(ranks)]
+						pol := Policy{GroupLocality: locality, BucketChoice: choice, Rank: rank, OnUnschedulable: UnschedulableFail}
+						ctx := fmt.Sprintf("seed %d free %010b nodes %d %s %s %s", seed, mask, nodes, locality, choice, rank)
+						d := Schedule(Job{Name: "j", Nodes: nodes, GPUsPerNode: 2}, ws, pol)
+						checked++
+						refCheck(t, ws, free, nodes, pol, pol.levels(), now, ever, d, ctx)
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d decisions checked", checked)
+}
+
+func refCheck(t *testing.T, ws []Worker, free uint32, nodes int, pol Policy, levels []Level, now, ever [4]bool, d Decision, ctx string) {
+	t.Helper()
+	want := -1
+	for _, l := range levels {
+		if now[l] {
+			want = int(l)
+			break
+		}
+	}
+	if want < 0 {
+		last := levels[len(levels)-1]
+		if d.Status == StatusPlaced || d.Unschedulable != !ever[last] {
+			t.Fatalf("%s: %s unschedulable=%v; no group fits now, one fits at all: %v", ctx, d.Summary, d.Unschedulable, ever[last])
+		}
+		return
+	}
+	level := Level(want)
+	if d.Status != StatusPlaced || d.Level != level {
+		t.Fatalf("%s: %s at %s, want placed at %s", ctx, d.Summary, d.Level, level)
+	}
+	byID := map[string]int{}
+	for i := range ws {
+		byID[ws[i].ID] = i
+	}
+	var chosen uint32
+	for _, p := range d.Workers {
+		i := byID[p.Worker]
+		if chosen&(1<<i) != 0 || free&(1<<i) == 0 || len(p.GPUs) != 2 || DeviceSetOf(p.GPUs...)&^ws[i].Free != 0 {
+			t.Fatalf("%s: bad placement %+v", ctx, p)
+		}
+		chosen |= 1 << i
+	}
+	if bits.OnesCount32(chosen) != nodes || !refValidAt(ws, chosen, level) {
+		t.Fatalf("%s: %v is not a %d-node group at %s", ctx, ids(d), nodes, level)
+	}
+
+	// The bucket: every free worker sharing the group's torch and location.
+	bucketOf := func(i int) uint32 {
+		var b uint32
+		for j := range ws {
+			if free&(1<<j) != 0 && refValidAt(ws, 1<<i|1<<j, level) {
+				b |= 1 << j
+			}
+		}
+		return b
+	}
+	first := bits.TrailingZeros32(chosen)
+	mine := bucketOf(first)
+	for i := range ws {
+		if free&(1<<i) == 0 || (level != LevelAny && ws[i].Location.At(level) == "") {
+			continue
+		}
+		other := bucketOf(i)
+		if other == mine || bits.OnesCount32(other) < nodes {
+			continue
+		}
+		fillsFirst := refRankBefore(pol.Rank, &ws[nthBest(ws, other, nodes, pol.Rank)], &ws[nthBest(ws, mine, nodes, pol.Rank)])
+		sm, so := bits.OnesCount32(mine), bits.OnesCount32(other)
+		switch {
+		case pol.BucketChoice == BucketFirstFill && fillsFirst:
+			t.Fatalf("%s: first fill took a bucket of %d, one of %d fills first", ctx, sm, so)
+		case pol.BucketChoice == BucketBestFit && (so < sm || so == sm && fillsFirst):
+			t.Fatalf("%s: best fit took a bucket of %d, one of %d fits better", ctx, sm, so)
+		}
+	}
+	refCheckInside(t, ws, mine, chosen, level, pol.Rank, pol.GroupLocality == LocalityAny, ctx)
+}

@@ -1,0 +1,58 @@
+package topology
+
+import "math/bits"
+
+// Worker is one machine as placement sees it: where it is, what it runs and
+// what it has free right now. Schedule only reads workers.
+type Worker struct {
+	// ID names the worker (its host name); it is the last tie-break of every
+	// rank order, so IDs should be unique.
+	ID       string
+	Location Location
+	// LocationTrusted says Location comes from a provider's record of a
+	// machine gpulayer created, not from the machine's own claim (ADR-0021
+	// security note). It is reported with each placement.
+	LocationTrusted bool
+	Labels          map[string]string
+	// TorchVersion as the probe found it; "" when unknown. Workers with no
+	// version form a group of their own: every node of a group shares one
+	// value.
+	TorchVersion string
+	// Matrix is the machine's GPU link matrix; nil when unknown, and then only
+	// the GPU count matters.
+	Matrix *Matrix
+	// GPUs is the machine's GPU count; 0 means Matrix.GPUs().
+	GPUs          int
+	Free          DeviceSet // GPUs free now
+	FreeMemoryMiB int64     // free GPU memory, summed over the free GPUs
+	RunningTasks  int
+}
+
+// gpuCount is the machine's GPU count.
+func (w *Worker) gpuCount() int {
+	if w.GPUs > 0 {
+		return min(w.GPUs, MaxGPUs)
+	}
+	return w.Matrix.GPUs()
+}
+
+// freeSet is Free without indices beyond the machine's GPUs.
+func (w *Worker) freeSet() DeviceSet {
+	return w.Free & AllDevices(w.gpuCount())
+}
+
+// count is the set's size in one instruction (DeviceSet.Len loops; this
+// runs once per worker per schedule).
+func count(s DeviceSet) int { return bits.OnesCount64(uint64(s)) }
+
+// Job is what placement needs of a job: how many machines and how many GPUs
+// on each.
+type Job struct {
+	Name        string
+	Nodes       int
+	GPUsPerNode int
+}
+
+// MultiNode says the job spans machines, so its GPUs talk over the network
+// too and locality between machines matters.
+func (j Job) MultiNode() bool { return j.Nodes > 1 }
