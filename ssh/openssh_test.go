@@ -110,10 +110,10 @@ func TestOpenSSHCommandStopsWhenTheContextEndsIfWrappedInTimeout(t *testing.T) {
 			if !tc.mustEnd {
 				deadline = time.Now().Add(time.Second)
 			}
-			for processRuns(pid) && time.Now().Before(deadline) {
+			for sshtest.ProcessRuns(pid) && time.Now().Before(deadline) {
 				time.Sleep(20 * time.Millisecond)
 			}
-			if ended := !processRuns(pid); ended != tc.mustEnd && tc.mustEnd {
+			if ended := !sshtest.ProcessRuns(pid); ended != tc.mustEnd && tc.mustEnd {
 				t.Errorf("the remote command still runs")
 			} else {
 				t.Logf("remote command ended: %v", ended)

@@ -379,7 +379,7 @@ func TestRunStopsTheCommandWhenTheContextEnds(t *testing.T) {
 	}
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(data)))
 	deadline := time.Now().Add(testTimeout)
-	for processRuns(pid) {
+	for sshtest.ProcessRuns(pid) {
 		if time.Now().After(deadline) {
 			t.Fatalf("remote command %d still runs", pid)
 		}
@@ -427,15 +427,4 @@ func TestRunAfterCloseFails(t *testing.T) {
 	if _, err := p.Run(context.Background(), f.target("a1", srv), "true", nil); !errors.Is(err, ErrPoolClosed) {
 		t.Fatalf("got %v, want ErrPoolClosed", err)
 	}
-}
-
-// processRuns reports whether pid runs; a zombie waiting for its reaper
-// (init may take seconds in a container) does not count.
-func processRuns(pid int) bool {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return syscall.Kill(pid, 0) == nil
-	}
-	i := bytes.LastIndexByte(stat, ')')
-	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
 }

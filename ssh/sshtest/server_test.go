@@ -30,17 +30,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// alive reports whether pid runs; a zombie waiting for its reaper (init
-// may take seconds in a container) does not count.
-func alive(pid int) bool {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return syscall.Kill(pid, 0) == nil
-	}
-	// The state follows the command name, which is in parentheses.
-	i := bytes.LastIndexByte(stat, ')')
-	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
-}
+func alive(pid int) bool { return ProcessRuns(pid) }
 
 // dial starts a server with opts and returns a client connected to it.
 func dial(t *testing.T, opts Options) (*Server, *ssh.Client) {
