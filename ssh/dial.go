@@ -26,7 +26,7 @@ func (p *Pool) dial(r *resolved) (*ssh.Client, error) {
 		}
 		bastion = bc.client
 	}
-	kh, err := p.knownHostsFor(r.knownHosts)
+	kh, err := p.knownHostsFor(r)
 	if err != nil {
 		return nil, err
 	}

@@ -32,6 +32,10 @@ func newFixture(t *testing.T) *fixture {
 	dir := t.TempDir()
 	t.Setenv("HOME", dir)
 	t.Setenv("SSH_AUTH_SOCK", "")
+	// The machine's own /etc/ssh/ssh_known_hosts must not leak in.
+	saved := globalKnownHostsFile
+	globalKnownHostsFile = filepath.Join(dir, "ssh_known_hosts")
+	t.Cleanup(func() { globalKnownHostsFile = saved })
 	keyFile, key, err := sshtest.WriteClientKey(filepath.Join(dir, "keys"))
 	if err != nil {
 		t.Fatal(err)

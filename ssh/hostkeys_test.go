@@ -219,3 +219,41 @@ func TestHostThatLostTheKnownKeyTypeIsExplained(t *testing.T) {
 		}
 	}
 }
+
+func TestDefaultKnownHostsAlsoReadsTheSystemFileButWritesTheUsers(t *testing.T) {
+	f := newFixture(t)
+	listed := f.unlistedServer(sshtest.Options{})
+	fresh := f.unlistedServer(sshtest.Options{})
+	if err := sshtest.WriteKnownHosts(globalKnownHostsFile, listed.KnownHostsLine("127.0.0.1")); err != nil {
+		t.Fatal(err)
+	}
+	system, _ := os.ReadFile(globalKnownHostsFile)
+	p := newPool(t, Options{})
+	tg := f.target("listed", listed)
+	tg.KnownHostsFile = ""
+	run(t, p, tg, "true")
+
+	tg = f.target("fresh", fresh)
+	tg.KnownHostsFile = ""
+	tg.HostKeyCheck = HostKeyAcceptNew
+	run(t, p, tg, "true")
+	user, err := os.ReadFile(filepath.Join(f.dir, ".ssh", "known_hosts"))
+	if err != nil || string(user) != fresh.KnownHostsLine("127.0.0.1")+"\n" {
+		t.Errorf("user known_hosts %q (%v), want the new host's line", user, err)
+	}
+	if after, _ := os.ReadFile(globalKnownHostsFile); string(after) != string(system) {
+		t.Errorf("system known_hosts changed:\n%s", after)
+	}
+	// A key the system file holds cannot be replaced by accept-new.
+	impostor := f.unlistedServer(sshtest.Options{})
+	if err := sshtest.WriteKnownHosts(globalKnownHostsFile, (&sshtest.Server{Port: impostor.Port, HostKey: listed.HostKey}).KnownHostsLine("127.0.0.1")); err != nil {
+		t.Fatal(err)
+	}
+	tg = f.target("impostor", impostor)
+	tg.KnownHostsFile = ""
+	tg.HostKeyCheck = HostKeyAcceptNew
+	var changed *HostKeyChangedError
+	if _, err := newPool(t, Options{}).Run(context.Background(), tg, "true", nil); !errors.As(err, &changed) {
+		t.Fatalf("got %v, want HostKeyChangedError", err)
+	}
+}

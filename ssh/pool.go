@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -268,18 +269,19 @@ func keepalive(client *ssh.Client, interval time.Duration, done <-chan struct{})
 	}
 }
 
-// knownHostsFor returns the pool's parsed copy of a known_hosts file.
-func (p *Pool) knownHostsFor(path string) (*knownHostsFile, error) {
+// knownHostsFor returns the pool's parsed copy of r's known_hosts files.
+func (p *Pool) knownHostsFor(r *resolved) (*knownHostsFile, error) {
+	key := strings.Join(append([]string{r.knownHosts}, r.globalKnownHosts...), "\x00")
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if f := p.knownHosts[path]; f != nil {
+	if f := p.knownHosts[key]; f != nil {
 		return f, nil
 	}
-	f, err := newKnownHostsFile(path)
+	f, err := newKnownHostsFile(r.knownHosts, r.globalKnownHosts)
 	if err != nil {
 		return nil, err
 	}
-	p.knownHosts[path] = f
+	p.knownHosts[key] = f
 	return f, nil
 }
 
