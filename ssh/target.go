@@ -93,9 +93,9 @@ type resolved struct {
 	knownHosts string
 	// globalKnownHosts are checked beside knownHosts, never written.
 	globalKnownHosts []string
-	identities []string
-	explicitID bool // identities were named by the user, not defaults
-	bastion    *resolved
+	identities       []string
+	explicitID       bool // identities were named by the user, not defaults
+	bastion          *resolved
 }
 
 // resolve validates t and fills in its defaults.
