@@ -63,7 +63,7 @@ func (p *Pool) dial(r *resolved) (*ssh.Client, error) {
 			}
 			return nil, explainDialError(err, r, keys, p.opts.AgentSocket, cfg.HostKeyAlgorithms)
 		}
-		// Full jitter spreads a burst of clients that were reset together.
+		// Jitter spreads out a burst of dials that were reset together.
 		wait := backoff/2 + rand.N(backoff/2+1)
 		select {
 		case <-time.After(wait):
