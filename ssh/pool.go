@@ -3,7 +3,6 @@ package ssh
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -11,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/gpulayer/gpulayer/internal/iostreams"
 )
 
 // Defaults of Options.
@@ -285,7 +286,22 @@ func (p *Pool) knownHostsFor(r *resolved) (*knownHostsFile, error) {
 	return f, nil
 }
 
-// hostError prefixes err with the host's name, as every error of Run is.
+// HostError is how Run and WriteFile fail: the host's name and what went
+// wrong there.
+type HostError struct {
+	Host string // Target.Name, or its Address when it has no name
+	Err  error
+}
+
+// Error reads "host a3: ...". Parts of Err can come from the machine (a
+// disconnect reason, a channel refusal): control bytes are replaced so
+// that printing the error cannot drive the terminal.
+func (e *HostError) Error() string {
+	return "host " + e.Host + ": " + iostreams.Sanitize(e.Err.Error(), false)
+}
+
+func (e *HostError) Unwrap() error { return e.Err }
+
 func hostError(t Target, err error) error {
-	return fmt.Errorf("host %s: %w", t.label(), err)
+	return &HostError{Host: t.label(), Err: err}
 }

@@ -1,6 +1,7 @@
 package ssh
 
 import (
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -44,5 +45,20 @@ func TestResolveFillsDefaults(t *testing.T) {
 	}
 	if r, _ := resolve(Target{Address: "::1", Port: 2200, User: "u"}); r.hostPort() != "[::1]:2200" {
 		t.Errorf("IPv6 host:port %q", r.hostPort())
+	}
+}
+
+func TestHostErrorNamesTheHostAndDefusesTheMachinesWords(t *testing.T) {
+	cause := errors.New("ssh: disconnect, reason 2: \x1b]0;pwned\x07bye")
+	err := hostError(Target{Name: "a3", Address: "10.0.0.3"}, cause)
+	var he *HostError
+	if !errors.As(err, &he) || he.Host != "a3" || !errors.Is(err, cause) {
+		t.Fatalf("got %#v", err)
+	}
+	if got := err.Error(); !strings.HasPrefix(got, "host a3: ssh: disconnect") || strings.ContainsAny(got, "\x1b\x07") {
+		t.Errorf("Error() = %q", got)
+	}
+	if got := hostError(Target{Address: "10.0.0.3"}, cause).(*HostError).Host; got != "10.0.0.3" {
+		t.Errorf("unnamed target's host %q, want its address", got)
 	}
 }
