@@ -3,6 +3,7 @@ package ssh
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -156,4 +157,24 @@ func TestOpenSSHHostKeys(t *testing.T) {
 			t.Errorf("known_hosts:\n%s", data)
 		}
 	})
+}
+
+func TestOpenSSHAsBastion(t *testing.T) {
+	f := newFixture(t)
+	jump, _ := f.openSSH(sshdtest.Options{Config: []string{"LogLevel DEBUG1"}})
+	appendLine(t, f.knownHosts, jump.KnownHostsLine("127.0.0.1"))
+	inner := f.server(sshtest.Options{})
+	bastion := f.openSSHTarget("jump", jump)
+	tg := f.target("inner", inner)
+	tg.Bastion = &bastion
+	p := newPool(t, Options{})
+	if res := run(t, p, tg, "echo behind"); string(res.Stdout) != "behind\n" {
+		t.Errorf("stdout %q", res.Stdout)
+	}
+	if want := fmt.Sprintf("target 127.0.0.1 port %d", inner.Port); !strings.Contains(jump.Log(), want) {
+		t.Errorf("sshd did not carry the connection:\n%s", jump.Log())
+	}
+	if st := inner.Stats(); st.Conns != 1 {
+		t.Errorf("inner host: %d connections", st.Conns)
+	}
 }

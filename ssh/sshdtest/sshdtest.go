@@ -45,7 +45,9 @@ type Options struct {
 	// SetEnv are "NAME=value" variables sshd sets in every session (its
 	// SetEnv option), e.g. a PATH that puts a fake nvidia-smi first.
 	SetEnv []string
-	// Config are further sshd_config lines, e.g. "MaxSessions 4".
+	// Config are further sshd_config lines, e.g. "MaxSessions 4". They
+	// come before the defaults, so they override them. (SetEnv goes in
+	// SetEnv: sshd reads only one SetEnv line.)
 	Config []string
 }
 
@@ -167,12 +169,15 @@ func freePort() (int, error) {
 }
 
 func (s *Server) config(port int, opts Options) string {
-	lines := []string{
-		"Port " + strconv.Itoa(port),
+	// sshd keeps the first value it reads for an option: the caller's
+	// lines come first so that they override the defaults below.
+	lines := append([]string{}, opts.Config...)
+	lines = append(lines,
+		"Port "+strconv.Itoa(port),
 		"ListenAddress 127.0.0.1",
-		"HostKey " + filepath.Join(s.Dir, "host_key"),
-		"AuthorizedKeysFile " + filepath.Join(s.Dir, "authorized_keys"),
-		"PidFile " + filepath.Join(s.Dir, "sshd.pid"),
+		"HostKey "+filepath.Join(s.Dir, "host_key"),
+		"AuthorizedKeysFile "+filepath.Join(s.Dir, "authorized_keys"),
+		"PidFile "+filepath.Join(s.Dir, "sshd.pid"),
 		"UsePAM no",
 		"StrictModes no",
 		"PubkeyAuthentication yes",
@@ -181,7 +186,7 @@ func (s *Server) config(port int, opts Options) string {
 		"PermitRootLogin prohibit-password",
 		"AllowTcpForwarding yes",
 		"LogLevel VERBOSE",
-	}
+	)
 	// Debian's bash sources ~/.bashrc for commands run by sshd unless it
 	// is a nested shell; a user's dotfiles (pyenv init, ...) can take
 	// seconds and must not make tests slow or flaky. sshd uses only the
@@ -191,7 +196,6 @@ func (s *Server) config(port int, opts Options) string {
 		setEnv += " " + quoteConfig(kv)
 	}
 	lines = append(lines, setEnv)
-	lines = append(lines, opts.Config...)
 	return strings.Join(lines, "\n") + "\n"
 }
 
