@@ -34,12 +34,14 @@ const abandonWait = 250 * time.Millisecond
 //
 // A command that exits non-zero is not an error: its status is in
 // Result.ExitCode. Errors are for everything else (cannot dial, cannot
-// authenticate, host key refused, ctx done, output too large), each naming
-// the host. When ctx is done first, the remote command is sent SIGTERM and
-// its session is closed; sshd does not kill a command without a pty when
-// its session closes, so slow commands should also be wrapped in the
-// remote `timeout` utility. stdin may be nil; otherwise it must reach EOF,
-// since the session waits until it has been sent.
+// authenticate, host key refused, ctx done, output too large), each a
+// *HostError naming the host; with ctx done, Result holds the output so
+// far. When ctx is done first, the remote command is sent SIGTERM and its
+// session is closed; sshd delivers the signal only to users other than
+// root, and does not kill a command without a pty when its session
+// closes, so slow commands should also be wrapped in the remote `timeout`
+// utility. stdin may be nil; otherwise it must reach EOF, since the
+// session waits until it has been sent.
 //
 // Command is given to the remote shell as is: quote every value that came
 // from a file or a machine with Quote.
