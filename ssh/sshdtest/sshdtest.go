@@ -1,3 +1,5 @@
+//go:build unix
+
 // Package sshdtest starts OpenSSH's sshd for tests: a real server, on
 // 127.0.0.1, with a configuration, host key and authorized keys of the
 // test's own, so that gpulayer's SSH client and probe are tested against
