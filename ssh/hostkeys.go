@@ -30,11 +30,28 @@ func (e *UnknownHostKeyError) Error() string {
 	if port != "" && port != "22" {
 		keyscan += " -p " + port
 	}
-	keyscan += " -t " + strings.TrimPrefix(e.KeyType, "ssh-") + " " + Quote(host) + " >> " + Quote(e.KnownHostsFile)
+	if t := keyscanType(e.KeyType); t != "" {
+		keyscan += " -t " + t
+	}
+	keyscan += " " + Quote(host) + " >> " + Quote(e.KnownHostsFile)
 	return fmt.Sprintf("host key of %s is unknown: it offered %s key %s, which %s does not list; "+
 		"if that fingerprint is the host's, accept it with host_key_check = %q in the ssh block, "+
 		"or record it with: %s",
 		knownhosts.Normalize(e.Address), e.KeyType, e.Fingerprint, e.KnownHostsFile, HostKeyAcceptNew, keyscan)
+}
+
+// keyscanType is the name ssh-keyscan -t knows a key type by, or "" for
+// types it has no short name for.
+func keyscanType(keyType string) string {
+	switch {
+	case keyType == ssh.KeyAlgoED25519:
+		return "ed25519"
+	case strings.HasPrefix(keyType, "ecdsa-sha2-"):
+		return "ecdsa"
+	case keyType == ssh.KeyAlgoRSA:
+		return "rsa"
+	}
+	return ""
 }
 
 // HostKeyChangedError is returned when the host offers a key other than

@@ -257,3 +257,15 @@ func TestDefaultKnownHostsAlsoReadsTheSystemFileButWritesTheUsers(t *testing.T) 
 		t.Fatalf("got %v, want HostKeyChangedError", err)
 	}
 }
+
+func TestKeyscanAdviceUsesTheShortKeyTypeName(t *testing.T) {
+	for keyType, want := range map[string]string{
+		ssh.KeyAlgoED25519: " -t ed25519 ", ssh.KeyAlgoECDSA256: " -t ecdsa ", ssh.KeyAlgoECDSA521: " -t ecdsa ",
+		ssh.KeyAlgoRSA: " -t rsa ", ssh.KeyAlgoSKED25519: "ssh-keyscan 10.0.0.1 ",
+	} {
+		e := &UnknownHostKeyError{Address: "10.0.0.1:22", KeyType: keyType, Fingerprint: "SHA256:x", KnownHostsFile: "/k"}
+		if !strings.Contains(e.Error(), want) {
+			t.Errorf("%s: %q lacks %q", keyType, e.Error(), want)
+		}
+	}
+}
