@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -148,6 +149,18 @@ func TestOpenSSHHostKeys(t *testing.T) {
 		if !errors.As(err, &unknown) || unknown.Fingerprint != ssh.FingerprintSHA256(srv.HostKey) {
 			t.Fatalf("got %v", err)
 		}
+		// The advice works: run the ssh-keyscan command it gives.
+		_, advice, ok := strings.Cut(err.Error(), "record it with: ")
+		if !ok || !strings.HasPrefix(advice, "ssh-keyscan ") {
+			t.Fatalf("no ssh-keyscan advice in %v", err)
+		}
+		if _, lerr := exec.LookPath("ssh-keyscan"); lerr != nil {
+			t.Skip("ssh-keyscan is not installed")
+		}
+		if out, err := exec.Command("/bin/sh", "-c", advice).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", advice, err, out)
+		}
+		run(t, newPool(t, Options{}), f.openSSHTarget("real", srv), "true")
 	})
 	t.Run("accept-new records the key sshd presents", func(t *testing.T) {
 		os.Remove(f.knownHosts)
