@@ -141,6 +141,16 @@ func TestOpenSSHHostKeys(t *testing.T) {
 			!strings.Contains(err.Error(), ssh.FingerprintSHA256(srv.HostKey)) {
 			t.Fatalf("got %v", err)
 		}
+		// The advice works: once the old key is removed as it says,
+		// accept-new records the new one.
+		_, advice, ok := strings.Cut(err.Error(), "remove the old key with: ")
+		if !ok || !strings.HasPrefix(advice, "ssh-keygen -R ") {
+			t.Fatalf("no ssh-keygen advice in %v", err)
+		}
+		if out, err := exec.Command("/bin/sh", "-c", advice).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", advice, err, out)
+		}
+		run(t, newPool(t, Options{}), tg, "true")
 	})
 	t.Run("unknown key is refused when strict", func(t *testing.T) {
 		os.Remove(f.knownHosts)
