@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,6 +20,12 @@ import (
 )
 
 func sandboxMachines(t *testing.T, hosts int) []probe.Machine {
+	t.Helper()
+	_, ms := startSandbox(t, hosts)
+	return ms
+}
+
+func startSandbox(t *testing.T, hosts int) (*sandbox.Sandbox, []probe.Machine) {
 	t.Helper()
 	sb, err := sandbox.Start(sandbox.Options{Hosts: hosts, Dir: t.TempDir()})
 	if err != nil {
@@ -33,7 +40,7 @@ func sandboxMachines(t *testing.T, hosts int) []probe.Machine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ms
+	return sb, ms
 }
 
 // silentListener accepts connections and never says a word, as a host
@@ -81,12 +88,24 @@ func closedPort(t *testing.T) int {
 }
 
 func TestOneUnreachableOrSlowHostDoesNotStopTheOthers(t *testing.T) {
-	good := sandboxMachines(t, 3)
+	sb, all := startSandbox(t, 4)
+	// The fourth machine hangs in the middle of the probe: its GPU list
+	// becomes a FIFO nobody writes, so its nvidia-smi blocks on opening it
+	// after the first sections were printed.
+	hung := all[3]
+	gpus := filepath.Join(sb.Machines[3].Dir, "gpus")
+	if err := os.Remove(gpus); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(gpus, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	good := all[:3]
 	refused, silent := good[0], good[0]
 	refused.Name, refused.Target.Name, refused.Target.Port = "refused", "refused", closedPort(t)
 	silent.Name, silent.Target.Name, silent.Target.Port = "silent", "silent", silentListener(t)
 	silent.Target.ConnectTimeout = 2 * time.Second
-	machines := []probe.Machine{silent, good[0], refused, good[1], good[2]}
+	machines := []probe.Machine{silent, good[0], refused, good[1], hung, good[2]}
 
 	for _, par := range []int{1, 4} {
 		pool := ssh.NewPool(ssh.Options{Parallelism: par})
@@ -99,11 +118,16 @@ func TestOneUnreachableOrSlowHostDoesNotStopTheOthers(t *testing.T) {
 		for _, h := range doc.Hosts {
 			names = append(names, h.Name)
 		}
-		if want := []string{"silent", good[0].Name, "refused", good[1].Name, good[2].Name}; !reflect.DeepEqual(names, want) {
+		if want := []string{"silent", good[0].Name, "refused", good[1].Name, hung.Name, good[2].Name}; !reflect.DeepEqual(names, want) {
 			t.Fatalf("parallelism %d: hosts %v, want them in the order given %v", par, names, want)
 		}
 		for _, h := range doc.Hosts {
 			switch h.Name {
+			case hung.Name:
+				// What arrived before it hung is kept; the host failed.
+				if h.Status != facts.StatusFailed || !strings.Contains(h.Error, "timed out") || h.TorchVersion == "" {
+					t.Errorf("parallelism %d: hung host: status %q error %q torch %q", par, h.Status, h.Error, h.TorchVersion)
+				}
 			case "silent", "refused":
 				if h.Status == facts.StatusOK || h.Error == "" {
 					t.Errorf("parallelism %d: %s: status %q error %q", par, h.Name, h.Status, h.Error)
