@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -200,8 +201,20 @@ func client(args []string) error {
 	dir := fs.String("dir", "", "sandbox directory")
 	par := fs.Int("parallelism", 64, "hosts at once")
 	command := fs.String("command", "probe", "probe or true")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the fan-out to `FILE`")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	if *command != "probe" && *command != "true" {
 		return fmt.Errorf("-command: want probe or true, got %q", *command)
