@@ -79,6 +79,9 @@ func Start(opts Options) (_ *Sandbox, err error) {
 	if opts.Hosts < 1 || opts.Hosts > MaxHosts {
 		return nil, fmt.Errorf("sandbox: --hosts must be from 1 to %d, got %d", MaxHosts, opts.Hosts)
 	}
+	if opts.Dir == "" {
+		return nil, errors.New("sandbox: no directory given for its configuration and keys")
+	}
 	dir, err := filepath.Abs(opts.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)

@@ -174,11 +174,14 @@ func TestStartWritesKeysKnownHostsAndAConfiguration(t *testing.T) {
 	}
 }
 
-func TestStartRefusesABadHostCount(t *testing.T) {
+func TestStartRefusesABadHostCountOrNoDirectory(t *testing.T) {
 	for _, n := range []int{0, -1, sandbox.MaxHosts + 1} {
 		if _, err := sandbox.Start(sandbox.Options{Hosts: n, Dir: t.TempDir()}); err == nil {
 			t.Errorf("Start with %d hosts succeeded", n)
 		}
+	}
+	if _, err := sandbox.Start(sandbox.Options{Hosts: 1}); err == nil {
+		t.Error("Start without a directory succeeded")
 	}
 }
 
