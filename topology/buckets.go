@@ -259,7 +259,13 @@ func (s *scheduler) buckets(level Level) ([]group, LevelExplanation) {
 		i = j
 	}
 	s.groups = out
-	exp.Buckets = make([]BucketExplanation, len(out))
+	if len(s.bucketSpace) < len(out) {
+		// One allocation for every level this call may try (countBuckets).
+		s.bucketSpace = make([]BucketExplanation, max(len(out), s.bucketsLeft))
+	}
+	exp.Buckets = s.bucketSpace[:len(out):len(out)]
+	s.bucketSpace = s.bucketSpace[len(out):]
+	s.bucketsLeft -= len(out)
 	for i, g := range out {
 		k := &s.cells[g.clo].key
 		exp.Buckets[i] = BucketExplanation{
@@ -272,6 +278,25 @@ func (s *scheduler) buckets(level Level) ([]group, LevelExplanation) {
 		exp.Excluded = []Exclusion{{Reason: ReasonNoValue, Workers: noValue}}
 	}
 	return out, exp
+}
+
+// countBuckets counts the buckets of the given levels without building
+// them, so that their explanations can share one allocation.
+func (s *scheduler) countBuckets(levels []Level) int {
+	n := 0
+	for _, level := range levels {
+		depth := depthOf(level)
+		for i := 0; i < len(s.cells); i++ {
+			c := &s.cells[i]
+			if depth > 0 && c.key.field(depth) == "" {
+				continue
+			}
+			if i == 0 || !samePrefix(&s.cells[i-1].key, &c.key, depth) || depth > 0 && s.cells[i-1].key.field(depth) == "" {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 func samePrefix(a, b *cellKey, depth int) bool {

@@ -126,6 +126,7 @@ func torchWords(v string) string {
 // europe-west1-b, torch 2.5.1)".
 func placedSummary(d *Decision, spans []GroupCount) string {
 	var b strings.Builder
+	b.Grow(96 + 12*min(len(d.Workers), summaryIDs))
 	b.WriteString("placed on worker group [")
 	for i, p := range d.Workers {
 		if i == summaryIDs {
