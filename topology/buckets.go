@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"encoding/binary"
 	"math"
 	"slices"
 	"strings"
@@ -41,6 +42,7 @@ type cell struct {
 	compat int32 // statically eligible, free or not
 	free   int32 // free now
 	off    int32 // first free worker in scheduler.freeByCell
+	print  cellPrint
 }
 
 // group is a set of free workers that placement takes from as one: a bucket,
@@ -63,18 +65,24 @@ func (s *scheduler) classify() {
 	s.index = nil
 	clear(s.slots[:])
 	freeTotal := 0
+	static := len(s.pol.Labels) > 0 || len(s.pol.Regions) > 0
 	for i := range s.ws {
 		w := &s.ws[i]
 		s.cellOf[i] = -1
-		if r := s.staticReason(w); r >= 0 {
-			s.excl[r]++
+		if static {
+			if r := s.staticReason(w); r >= 0 {
+				s.excl[r]++
+				continue
+			}
+		} else if w.gpuCount() < s.gpn {
+			s.excl[2]++ // the one static check without labels or regions
 			continue
 		}
 		// A direct-mapped cache on a few bytes of the key finds the cell
 		// whether the fleet is listed zone by zone or round robin.
 		slot := &s.slots[slotOf(w)]
 		c := *slot - 1
-		if c < 0 || !s.cells[c].key.holds(w) {
+		if c < 0 || !s.cells[c].holds(w) {
 			c = s.cellFor(w)
 			*slot = c + 1
 		}
@@ -138,12 +146,15 @@ func (s *scheduler) classify() {
 }
 
 // holds reports whether the worker belongs to the cell. Zones and network
-// groups differ most often, and usually in their last byte, so they are
-// compared first.
+// groups differ most often, so they are compared first.
 func (k *cellKey) holds(w *Worker) bool {
-	return len(k.ng) == len(w.Location.NetworkGroup) && len(k.torch) == len(w.TorchVersion) &&
-		sameString(k.zone, w.Location.Zone) && sameString(k.ng, w.Location.NetworkGroup) &&
-		k.region == w.Location.Region && k.torch == w.TorchVersion
+	return k.zone == w.Location.Zone && k.ng == w.Location.NetworkGroup && k.region == w.Location.Region && k.torch == w.TorchVersion
+}
+
+// holds is cellKey.holds by the key's fingerprint: word compares, no calls.
+func (c *cell) holds(w *Worker) bool {
+	return c.print.zone.is(w.Location.Zone, c.key.zone) && c.print.ng.is(w.Location.NetworkGroup, c.key.ng) &&
+		c.print.region.is(w.Location.Region, c.key.region) && c.print.torch.is(w.TorchVersion, c.key.torch)
 }
 
 func sameString(a, b string) bool {
@@ -155,6 +166,45 @@ func sameString(a, b string) bool {
 	}
 	return a[len(a)-1] == b[len(b)-1] && a == b
 }
+
+// strKey is a string's fingerprint: its length and two words of its bytes.
+// Up to 16 bytes the words hold every byte (the first and last eight, or
+// four, overlapping), so equal keys mean equal strings.
+type strKey struct {
+	lo, hi uint64
+	n      int
+}
+
+// keyOf is s's fingerprint. The []byte conversions do not copy: the
+// compiler sees that the bytes are only read.
+func keyOf(s string) strKey {
+	n := len(s)
+	switch {
+	case n >= 8:
+		return strKey{binary.LittleEndian.Uint64([]byte(s)), binary.LittleEndian.Uint64([]byte(s[n-8:])), n}
+	case n >= 4:
+		return strKey{uint64(binary.LittleEndian.Uint32([]byte(s))), uint64(binary.LittleEndian.Uint32([]byte(s[n-4:]))), n}
+	}
+	return strKey{}
+}
+
+// is reports whether s equals orig, the string k was made from: from the
+// fingerprint's words alone when they hold every byte.
+func (k *strKey) is(s, orig string) bool {
+	n := len(s)
+	switch {
+	case n != k.n:
+		return false
+	case n >= 8 && n <= 16:
+		return binary.LittleEndian.Uint64([]byte(s)) == k.lo && binary.LittleEndian.Uint64([]byte(s[n-8:])) == k.hi
+	case n >= 4 && n < 8:
+		return uint64(binary.LittleEndian.Uint32([]byte(s))) == k.lo && uint64(binary.LittleEndian.Uint32([]byte(s[n-4:]))) == k.hi
+	}
+	return s == orig
+}
+
+// cellPrint is the fingerprint of a cellKey.
+type cellPrint struct{ torch, region, zone, ng strKey }
 
 // slotCount is the size of the cell cache in classify.
 const slotCount = 64
@@ -192,7 +242,7 @@ func (s *scheduler) cellFor(w *Worker) int32 {
 	}
 	c := int32(len(s.cells))
 	k := cellKey{w.TorchVersion, w.Location.Region, w.Location.Zone, w.Location.NetworkGroup}
-	s.cells = append(s.cells, cell{key: k})
+	s.cells = append(s.cells, cell{key: k, print: cellPrint{keyOf(k.torch), keyOf(k.region), keyOf(k.zone), keyOf(k.ng)}})
 	switch {
 	case s.index != nil:
 		s.index[k] = c
