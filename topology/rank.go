@@ -1,6 +1,9 @@
 package topology
 
-import "slices"
+import (
+	"slices"
+	"strings"
+)
 
 // The rank order of free workers, and the GPU pick quality that breaks ties
 // in it.
@@ -15,11 +18,20 @@ func (s *scheduler) before(a, b int32) bool {
 		return pa < pb
 	}
 	if s.useQ {
-		if qa, qb := s.quality(a), s.quality(b); qa != qb {
+		if qa, qb := s.qualityOf(a), s.qualityOf(b); qa != qb {
 			return qa < qb
 		}
 	}
 	return s.idBefore(a, b)
+}
+
+// qualityOf is quality with its cached case inlined: the rank order asks for
+// the same workers' keys again and again.
+func (s *scheduler) qualityOf(i int32) int64 {
+	if s.qualDone[i] {
+		return s.qual[i]
+	}
+	return s.quality(i)
 }
 
 // beforeByKey is the policy's rank key alone (spread: running tasks, then
@@ -35,8 +47,8 @@ func (s *scheduler) beforeByKey(a, b int32) bool {
 }
 
 func (s *scheduler) idBefore(a, b int32) bool {
-	if ia, ib := s.ws[a].ID, s.ws[b].ID; ia != ib {
-		return ia < ib
+	if c := strings.Compare(s.ws[a].ID, s.ws[b].ID); c != 0 {
+		return c < 0
 	}
 	return a < b
 }
@@ -216,6 +228,21 @@ func usableMatrix(w *Worker) *Matrix {
 // setQuality scores a whole set as PickDevices does: its slowest link and
 // the total of its pair scores.
 func setQuality(m *Matrix, set DeviceSet) (Link, int) {
+	if set == AllDevices(len(m.Links)) {
+		// Every GPU (a whole machine per node, the common case): the upper
+		// triangle of the matrix, row by row.
+		bn, bs, total := Link{}, -1, 0
+		for a, row := range m.Links {
+			for _, l := range row[a+1:] {
+				sc := linkScore(l)
+				total += sc
+				if bs < 0 || sc < bs {
+					bn, bs = l, sc
+				}
+			}
+		}
+		return bn, total
+	}
 	var idx [MaxGPUs]uint8
 	n := 0
 	for i := 0; set != 0; i++ {
