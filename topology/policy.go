@@ -59,20 +59,25 @@ func (p Policy) withDefaults() Policy {
 // know. Empty fields are valid (they take the defaults).
 func (p Policy) Validate() error {
 	p = p.withDefaults()
-	for _, f := range []struct {
-		name, value string
-		allowed     []string
-	}{
-		{"group_locality", p.GroupLocality, []string{LocalityPrefer, LocalityNetworkGroup, LocalityZone, LocalityRegion, LocalityAny}},
-		{"rank", p.Rank, []string{RankSpread, RankFirstFit, RankMostFreeMemory}},
-		{"on_unschedulable", p.OnUnschedulable, []string{UnschedulableWait, UnschedulableFail}},
-		{"bucket_choice", p.BucketChoice, []string{BucketBestFit, BucketFirstFill}},
-	} {
-		if !slices.Contains(f.allowed, f.value) {
-			return fmt.Errorf("policy: unknown %s %q (want %s)", f.name, f.value, orList(f.allowed))
+	for i, value := range [...]string{p.GroupLocality, p.Rank, p.OnUnschedulable, p.BucketChoice} {
+		if f := &policyFields[i]; !slices.Contains(f.allowed, value) {
+			return fmt.Errorf("policy: unknown %s %q (want %s)", f.name, value, orList(f.allowed))
 		}
 	}
 	return nil
+}
+
+// policyFields are the fields Validate checks, in its order, with the
+// values each takes: a package-level table, so that validating (once per
+// Schedule) allocates nothing.
+var policyFields = [...]struct {
+	name    string
+	allowed []string
+}{
+	{"group_locality", []string{LocalityPrefer, LocalityNetworkGroup, LocalityZone, LocalityRegion, LocalityAny}},
+	{"rank", []string{RankSpread, RankFirstFit, RankMostFreeMemory}},
+	{"on_unschedulable", []string{UnschedulableWait, UnschedulableFail}},
+	{"bucket_choice", []string{BucketBestFit, BucketFirstFill}},
 }
 
 // orList writes "a, b or c".
