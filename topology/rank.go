@@ -103,6 +103,11 @@ func (r *fillRace) offer(i int) {
 // nth is the group's n-th free worker in rank order (1-based).
 func (s *scheduler) nth(g group, n int, full bool) int32 {
 	ws := s.freeByCell[g.lo:g.hi]
+	if !full && s.rank != rankFirstFit && s.samePrim(ws) {
+		// By the key alone every worker is the n-th: groups often tie
+		// (idle workers spread evenly), and then no heap is needed.
+		return ws[0]
+	}
 	switch {
 	case n <= 1:
 		best := ws[0]
@@ -122,6 +127,17 @@ func (s *scheduler) nth(g group, n int, full bool) int32 {
 		return worst
 	}
 	return s.firstN(ws, n, full)[0]
+}
+
+// samePrim reports whether the workers share one primary rank key.
+func (s *scheduler) samePrim(ws []int32) bool {
+	p := s.prim[ws[0]]
+	for _, w := range ws[1:] {
+		if s.prim[w] != p {
+			return false
+		}
+	}
+	return true
 }
 
 // topN returns the n first workers of ws in rank order, sorted, in s.heap's
