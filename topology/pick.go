@@ -80,7 +80,7 @@ func preparedFor(m *Matrix) (*Prepared, error) {
 // builtFrom reports whether m still says what p was built from.
 func (p *Prepared) builtFrom(m *Matrix) bool {
 	n := p.n
-	if m.GPUs() != n || len(m.NUMAAffinity) != len(p.numaSets) {
+	if m.GPUs() != n || len(m.NUMAAffinity) != p.numaRows {
 		return false
 	}
 	for i := 0; i < n; i++ {
@@ -97,10 +97,12 @@ func (p *Prepared) builtFrom(m *Matrix) bool {
 	if nicLocalOf(m) != p.nicLocal {
 		return false
 	}
-	for i, set := range m.NUMAAffinity {
-		if !slices.Equal(set, p.numaSets[i]) {
+	flat := p.numaFlat
+	for _, set := range m.NUMAAffinity {
+		if len(flat) < 1+len(set) || flat[0] != len(set) || !slices.Equal(set, flat[1:1+len(set)]) {
 			return false
 		}
+		flat = flat[1+len(set):]
 	}
 	return true
 }
@@ -125,10 +127,12 @@ func nicLocalOf(m *Matrix) DeviceSet {
 // once built, so one Prepared may serve concurrent picks.
 type Prepared struct {
 	n int
-	// links and numaSets are copies of what the tables were built from,
-	// for the cache in PickDevices to check against.
+	// links, numaRows and numaFlat (each NUMA set as its length, then its
+	// nodes) copy what the tables were built from, for the cache in
+	// PickDevices to check against.
 	links    []Link
-	numaSets []NUMASet
+	numaRows int
+	numaFlat []int
 
 	score  []int32 // n*n, row-major, 0 on the diagonal
 	levels []int32 // distinct pair scores, highest first
@@ -177,9 +181,15 @@ func (p *Prepared) build(m *Matrix) error {
 	if n == 0 {
 		return nil
 	}
-	p.numaSets = make([]NUMASet, len(m.NUMAAffinity))
-	for i, set := range m.NUMAAffinity {
-		p.numaSets[i] = slices.Clone(set)
+	p.numaRows = len(m.NUMAAffinity)
+	flatLen := 0
+	for _, set := range m.NUMAAffinity {
+		flatLen += 1 + len(set)
+	}
+	p.numaFlat = make([]int, 0, flatLen)
+	for _, set := range m.NUMAAffinity {
+		p.numaFlat = append(p.numaFlat, len(set))
+		p.numaFlat = append(p.numaFlat, set...)
 	}
 	var levelBuf [16]int32 // most machines have a handful of distinct links
 	levels := levelBuf[:0]

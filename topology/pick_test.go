@@ -245,4 +245,20 @@ func TestPickDevicesSeesMatrixChangedInPlace(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(third, want) {
 		t.Fatalf("after the NUMA change: %+v, want %+v (%v)", third, want, err)
 	}
+	// Only the NUMA sets change: GPU3 joins GPU0's node.
+	m.NUMAAffinity[3] = NUMASet{0}
+	fourth, err := PickDevices(m, DeviceSetOf(0, 1, 3), 2, PickOptions{})
+	want = pickReference(m, DeviceSetOf(0, 1, 3), 2, PickOptions{})
+	if err != nil || !reflect.DeepEqual(fourth, want) || reflect.DeepEqual(fourth.GPUs, third.GPUs) {
+		t.Fatalf("after a NUMA-only change: %+v, want %+v, different from %v (%v)", fourth, want, third.GPUs, err)
+	}
+	// Only the NIC links change, for a multi-node job.
+	m2 := mustParse(t, "2x-rtx6000ada-threadripper-phb-2nic.txt")
+	if p, err := PickDevices(m2, AllDevices(2), 1, PickOptions{MultiNode: true}); err != nil || p.GPUs[0] != 0 {
+		t.Fatalf("before the NIC change: %+v, %v", p, err)
+	}
+	m2.NICLinks[1][0] = PIX
+	if p, err := PickDevices(m2, AllDevices(2), 1, PickOptions{MultiNode: true}); err != nil || p.GPUs[0] != 1 {
+		t.Fatalf("after the NIC change: %+v, %v", p, err)
+	}
 }
