@@ -293,9 +293,25 @@ func (p *Prepared) build(m *Matrix) error {
 			p.noNUMA |= 1 << uint(i)
 		}
 	}
+	// A GPU's NUMA nodes are private when no other GPU has any of them.
+	var private DeviceSet
+	for i := 0; i < n; i++ {
+		shared := false
+		for j := 0; j < n && !shared; j++ {
+			for w := 0; j != i && w < p.numaWords; w++ {
+				if p.numa[i*p.numaWords+w]&p.numa[j*p.numaWords+w] != 0 {
+					shared = true
+					break
+				}
+			}
+		}
+		if !shared {
+			private |= 1 << uint(i)
+		}
+	}
 	for i := 0; i < n; i++ {
 		for j := 0; j < i; j++ {
-			if p.interchangeable(i, j) {
+			if p.interchangeable(i, j, private) {
 				p.twinsBefore[0][i] |= 1 << uint(j)
 				if p.nicLocal.Has(i) == p.nicLocal.Has(j) {
 					p.twinsBefore[1][i] |= 1 << uint(j)
@@ -306,11 +322,23 @@ func (p *Prepared) build(m *Matrix) error {
 	return nil
 }
 
-func (p *Prepared) interchangeable(i, j int) bool {
-	for w := 0; w < p.numaWords; w++ {
-		if p.numa[i*p.numaWords+w] != p.numa[j*p.numaWords+w] {
-			return false
-		}
+// interchangeable reports whether swapping GPUs i and j in any set keeps
+// its total, bottleneck, cross score and NUMA count: they have the same
+// scores to every other GPU, and the same NUMA set or private NUMA sets of
+// the same size (each then adds its own nodes to any set, whatever else it
+// holds: one GPU per NUMA node, as on 8-socket-domain PCIe servers).
+func (p *Prepared) interchangeable(i, j int, private DeviceSet) bool {
+	w := p.numaWords
+	same := true
+	ci, cj := 0, 0
+	for x := 0; x < w; x++ {
+		a, b := p.numa[i*w+x], p.numa[j*w+x]
+		same = same && a == b
+		ci += a.Len()
+		cj += b.Len()
+	}
+	if !same && !(private.Has(i) && private.Has(j) && ci == cj) {
+		return false
 	}
 	n := p.n
 	for x := 0; x < n; x++ {

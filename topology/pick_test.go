@@ -109,6 +109,19 @@ func randomMatrix(rng *rand.Rand, n int) *Matrix {
 		}
 		m.GPUNUMAID[i] = -1
 	}
+	if rng.Intn(3) == 0 {
+		// One private NUMA set per GPU, of one or two nodes, as on servers
+		// with a NUMA node per GPU.
+		for i := range m.NUMAAffinity {
+			if rng.Intn(4) == 0 {
+				m.NUMAAffinity[i] = NUMASet{100 + 2*i, 101 + 2*i}
+			} else if rng.Intn(8) > 0 {
+				m.NUMAAffinity[i] = NUMASet{100 + 2*i}
+			} else {
+				m.NUMAAffinity[i] = nil
+			}
+		}
+	}
 	base := rng.Intn(len(kinds) - levels + 1)
 	for i := 0; i < n; i++ {
 		for j := i + 1; j < n; j++ {
@@ -121,7 +134,7 @@ func randomMatrix(rng *rand.Rand, n int) *Matrix {
 
 func TestPickDevicesEqualsReferenceOnRandomMachines(t *testing.T) {
 	rng := rand.New(rand.NewSource(7))
-	for round := 0; round < 60; round++ {
+	for round := 0; round < 120; round++ {
 		n := 1 + rng.Intn(12)
 		m := randomMatrix(rng, n)
 		masks := freeMasks(n, int64(round))
