@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // ParseError is a problem in `nvidia-smi topo -m` text, with the 1-based
@@ -327,6 +329,25 @@ func splitSMIFields(s string) []smiField {
 			col++
 		case c < 0x20 || c == 0x7f:
 			// CR and other control bytes: dropped, as if absent.
+		case c >= 0x80:
+			// Copies from web pages bring no-break spaces and a BOM; they
+			// separate cells like a space. C1 controls are dropped.
+			r, size := utf8.DecodeRuneInString(s[i:])
+			switch {
+			case r == '\ufeff' || r != utf8.RuneError && unicode.IsSpace(r):
+				flush()
+				gap++
+				gapSpaces++
+				col++
+			case r != utf8.RuneError && unicode.IsControl(r):
+			default:
+				if start < 0 {
+					start, startCol = i, col
+				}
+				word = append(word, s[i:i+size]...)
+				col++
+			}
+			i += size - 1
 		default:
 			if start < 0 {
 				start, startCol = i, col

@@ -294,6 +294,17 @@ func TestParseSMIReadsFormatsBeyondTheRecordings(t *testing.T) {
 			},
 		},
 		{
+			name: "BOM and no-break spaces from a web page",
+			text: "\ufeff\u00a0\u00a0GPU0\u00a0\u00a0GPU1\u00a0\u00a0CPU\u00a0Affinity\u00a0\u00a0NUMA\u00a0Affinity\n" +
+				"GPU0\u00a0\u00a0X\u00a0\u00a0\u00a0NV12\u00a0\u00a00-23\u00a0\u00a0\u00a00\n" +
+				"GPU1\u00a0\u00a0NV12\u00a0\u00a0X\u00a0\u00a0\u00a00-23\u00a0\u00a0\u00a00\n",
+			want: func(t *testing.T, m *Matrix) {
+				if m.GPUs() != 2 || m.Links[0][1] != NV(12) || m.CPUAffinity[1] != "0-23" || !reflect.DeepEqual(m.NUMAAffinity[1], NUMASet{0}) {
+					t.Errorf("got %d GPUs, %v, %q, %v", m.GPUs(), m.Links[0][1], m.CPUAffinity[1], m.NUMAAffinity[1])
+				}
+			},
+		},
+		{
 			name: "CR line ends",
 			text: "\tGPU0\tGPU1\tCPU Affinity\r" + "GPU0\t X \tPIX\t0-7\r" + "GPU1\tPIX\t X \t0-7\r",
 			want: func(t *testing.T, m *Matrix) {
