@@ -498,7 +498,7 @@ func (s *searcher) search(chosen, cand DeviceSet, total, rowSum int32) {
 	p := s.p
 	n := p.n
 	left := s.k - bits.OnesCount64(uint64(chosen))
-	if left >= 2 && s.res.found && s.cannotBeat(chosen, cand, left, total, rowSum) {
+	if left >= 2 && s.res.found && !fewSets(cand.Len(), left) && s.cannotBeat(chosen, cand, left, total, rowSum) {
 		return
 	}
 	for cand != 0 {
@@ -536,6 +536,19 @@ func (s *searcher) search(chosen, cand DeviceSet, total, rowSum int32) {
 			s.gain[v] -= row[v]
 		}
 	}
+}
+
+// fewSets reports whether there are at most 24 ways to choose k of n:
+// scoring that few sets costs less than bounding them.
+func fewSets(n, k int) bool {
+	c := 1
+	for i := 1; i <= k; i++ {
+		c = c * (n - k + i) / i
+		if c > 24 {
+			return false
+		}
+	}
+	return true
 }
 
 // cannotBeat reports whether no set completing chosen from cand can rank
