@@ -59,20 +59,30 @@ var preparedCache struct {
 func preparedFor(m *Matrix) (*Prepared, error) {
 	c := &preparedCache
 	c.mu.Lock()
-	for _, e := range c.entries {
-		if e.m == m && e.p.builtFrom(m) {
-			c.mu.Unlock()
-			return e.p, nil
+	var cached *Prepared
+	slot := -1
+	for i, e := range c.entries {
+		if e.m == m {
+			cached, slot = e.p, i
+			break
 		}
 	}
 	c.mu.Unlock()
+	// The check reads the whole matrix, so it runs outside the lock;
+	// entries are never changed in place, only replaced.
+	if cached != nil && cached.builtFrom(m) {
+		return cached, nil
+	}
 	p, err := PrepareMatrix(m)
 	if err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
-	c.entries[c.next].m, c.entries[c.next].p = m, p
-	c.next = (c.next + 1) % len(c.entries)
+	if slot < 0 || c.entries[slot].m != m {
+		slot = c.next
+		c.next = (c.next + 1) % len(c.entries)
+	}
+	c.entries[slot].m, c.entries[slot].p = m, p
 	c.mu.Unlock()
 	return p, nil
 }

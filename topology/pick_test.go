@@ -275,3 +275,34 @@ func TestPickDevicesSeesMatrixChangedInPlace(t *testing.T) {
 		t.Fatalf("after the NIC change: %+v, %v", p, err)
 	}
 }
+
+func TestPickDevicesIsSafeForConcurrentUse(t *testing.T) {
+	layouts := loadLayouts(t)
+	want := make([]Pick, len(layouts))
+	for i, l := range layouts {
+		want[i] = pickReference(l.m, AllDevices(l.m.GPUs()), (l.m.GPUs()+1)/2, PickOptions{})
+	}
+	errs := make(chan string, 4*len(layouts))
+	done := make(chan struct{})
+	for g := 0; g < 4; g++ {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for round := 0; round < 3; round++ {
+				for i, l := range layouts {
+					got, err := PickDevices(l.m, AllDevices(l.m.GPUs()), (l.m.GPUs()+1)/2, PickOptions{})
+					if err != nil || !reflect.DeepEqual(got, want[i]) {
+						errs <- l.name
+						return
+					}
+				}
+			}
+		}()
+	}
+	for g := 0; g < 4; g++ {
+		<-done
+	}
+	close(errs)
+	for name := range errs {
+		t.Errorf("%s: concurrent pick differs from the reference", name)
+	}
+}
