@@ -81,10 +81,14 @@ var knownAttrs = []struct {
 // device columns (GPU0.., then NICs as NIC0.. or mlx5_0..) and per-GPU
 // attribute columns (CPU Affinity, NUMA Affinity, GPU NUMA ID), one row per
 // device, then optionally a legend and a NIC Legend mapping NIC0 to its
-// name. It accepts raw tabs or tab-expanded spaces, CRLF, ANSI escapes, a
-// header without leading whitespace, and empty or N/A attribute cells.
-// Lines before the header are ignored. Damaged input gets a *ParseError
-// naming the line and what was expected.
+// name. It accepts raw tabs or tab-expanded spaces (or no-break spaces from
+// a web page), CRLF or CR line ends, ANSI escapes, a header without leading
+// whitespace, re-spaced columns, empty or N/A cells, and columns it does not
+// know (their values are skipped). Lines before the header are ignored; the
+// matrix ends at a blank line, a legend or a line that cannot be a row.
+// Damaged input gets a *ParseError naming the line and what was expected;
+// an asymmetric matrix counts as damaged, since that is how a shifted cell
+// shows.
 func ParseSMI(text string) (*Matrix, error) {
 	lines := splitSMILines(text)
 
