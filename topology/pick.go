@@ -451,7 +451,7 @@ func (p *Prepared) pickSet(free DeviceSet, k int, opts PickOptions, r *pickResul
 	for l := range p.levels {
 		s.adj = p.atLeast[l*n : l*n+n]
 		cand := s.core(free)
-		if cand.Len() < k {
+		if cand.Len() < k || s.colors(cand) < k {
 			continue
 		}
 		s.search(0, cand, 0, 0)
@@ -499,6 +499,26 @@ func (s *searcher) core(cand DeviceSet) DeviceSet {
 		}
 		cand = next
 	}
+}
+
+// colors greedily colours the candidates' graph at the current level so
+// that linked GPUs differ in colour. A clique needs a colour per member, so
+// fewer colours than k means no k-clique: the level fails without a search.
+func (s *searcher) colors(cand DeviceSet) int {
+	var classes [MaxGPUs]DeviceSet
+	used := 0
+	for c := cand; c != 0; c &= c - 1 {
+		v := bits.TrailingZeros64(uint64(c))
+		x := 0
+		for x < used && classes[x]&s.adj[v] != 0 {
+			x++
+		}
+		if x == used {
+			used++
+		}
+		classes[x] |= 1 << uint(v)
+	}
+	return used
 }
 
 // search extends chosen (depth members, total pair score total, sum of
