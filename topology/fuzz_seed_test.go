@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"flag"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -8,9 +9,10 @@ import (
 	"testing"
 )
 
+var update = flag.Bool("update", false, "rewrite golden files (topology views, decisions) and fuzz seeds")
+
 // TestFuzzSeedsMatchRecordings keeps testdata/fuzz/FuzzParseSMI in step
 // with testdata/topo: one seed per recording, holding its exact bytes.
-// -update (declared in schedule_test.go) rewrites them.
 func TestFuzzSeedsMatchRecordings(t *testing.T) {
 	dir := filepath.Join("testdata", "fuzz", "FuzzParseSMI")
 	for _, f := range recordings {

@@ -3,7 +3,6 @@ package topology
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -11,8 +10,6 @@ import (
 	"slices"
 	"testing"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 // labFleet: region eu has zone eu-1 with network groups r1 (a1, a2) and r2
 // (a3, and a4 busy), and zone eu-2 with no network group (b1-b3); region us

@@ -38,7 +38,7 @@ them, from a FILE, from stdin (-), or from this machine.`,
 // machine's is read.
 type topoSource struct {
 	file  string // "" for this machine, "-" for stdin
-	local func(ctx context.Context) (*topology.Matrix, error)
+	local func(ctx context.Context, note io.Writer) (*topology.Matrix, error)
 }
 
 type topoShowOptions struct {
@@ -119,7 +119,7 @@ func (s topoSource) load(streams *iostreams.IOStreams) (*topology.Matrix, error)
 	case "":
 		ctx, cancel := context.WithTimeout(context.Background(), localTopoTimeout)
 		defer cancel()
-		m, err := s.local(ctx)
+		m, err := s.local(ctx, streams.ErrOut)
 		if err != nil {
 			return nil, &exitError{code: 1, err: err}
 		}

@@ -5,14 +5,65 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os/exec"
 	"strings"
 
+	"github.com/gpulayer/gpulayer/internal/iostreams"
 	"github.com/gpulayer/gpulayer/topology"
+	"github.com/gpulayer/gpulayer/topology/nvmltopo"
 )
 
-// localMatrix reads this machine's GPU topology from `nvidia-smi topo -m`.
-func localMatrix(ctx context.Context) (*topology.Matrix, error) {
+// localMatrix reads this machine's GPU topology through NVML when it can,
+// else from `nvidia-smi topo -m`, with a one-line note on note saying why
+// NVML was not used. NVML does not see NICs, so its matrix has none.
+func localMatrix(ctx context.Context, note io.Writer) (*topology.Matrix, error) {
+	return localReader{nvml: nvmltopo.Local, smi: smiMatrix}.read(ctx, note)
+}
+
+// localReader is the two ways of reading this machine, as functions so tests
+// can stand in for the driver.
+type localReader struct {
+	nvml func() (*topology.Matrix, error)
+	smi  func(ctx context.Context) (*topology.Matrix, error)
+}
+
+func (r localReader) read(ctx context.Context, note io.Writer) (*topology.Matrix, error) {
+	m, err := r.nvmlWithin(ctx)
+	if err == nil {
+		return m, nil
+	}
+	if ctx.Err() != nil {
+		// NVML hung; nvidia-smi asks the same driver, and the time is spent.
+		return nil, err
+	}
+	fmt.Fprintf(note, "note: %s; reading nvidia-smi topo -m instead\n", iostreams.Sanitize(err.Error(), false))
+	return r.smi(ctx)
+}
+
+// nvmlWithin reads through NVML but gives up when ctx ends: a wedged driver
+// can hang NVML as it hangs nvidia-smi. An abandoned read is left to finish
+// in the background; the command ends soon after anyway.
+func (r localReader) nvmlWithin(ctx context.Context) (*topology.Matrix, error) {
+	type result struct {
+		m   *topology.Matrix
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		m, err := r.nvml()
+		done <- result{m, err}
+	}()
+	select {
+	case res := <-done:
+		return res.m, res.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("NVML: no answer in time: %w", ctx.Err())
+	}
+}
+
+// smiMatrix reads this machine's GPU topology from `nvidia-smi topo -m`.
+func smiMatrix(ctx context.Context) (*topology.Matrix, error) {
 	text, err := nvidiaSMITopo(ctx)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,15 @@
+//go:build !(linux && cgo)
+
+package nvmltopo
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestLocalWithoutCgoIsUnavailable(t *testing.T) {
+	m, err := Local()
+	if m != nil || !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Local() = %v, %v; want nil, ErrUnavailable", m, err)
+	}
+}
