@@ -570,16 +570,29 @@ func (s *searcher) search(chosen, cand DeviceSet, total, rowSum int32) {
 
 // fewSets reports whether there are at most 24 ways to choose k of n:
 // scoring that few sets costs less than bounding them.
-func fewSets(n, k int) bool {
-	c := 1
-	for i := 1; i <= k; i++ {
-		c = c * (n - k + i) / i
-		if c > 24 {
-			return false
+func fewSets(n, k int) bool { return fewSetsTable[n][k] }
+
+// fewSetsTable answers fewSets for every n and k up to MaxGPUs; the search
+// asks at every node, so it is not worked out each time.
+var fewSetsTable = func() (t [MaxGPUs + 1][MaxGPUs + 1]bool) {
+	for n := 0; n <= MaxGPUs; n++ {
+		for k := 0; k <= MaxGPUs; k++ {
+			c := 1
+			t[n][k] = true
+			if k > n {
+				continue // no way at all
+			}
+			for i := 1; i <= k; i++ {
+				c = c * (n - k + i) / i
+				if c > 24 {
+					t[n][k] = false
+					break
+				}
+			}
 		}
 	}
-	return true
-}
+	return t
+}()
 
 // cannotBeat reports whether no set completing chosen from cand can rank
 // before the best found so far. Every such set comes later in
