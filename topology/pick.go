@@ -146,9 +146,6 @@ type Prepared struct {
 
 	score  []int32 // n*n, row-major, 0 on the diagonal
 	levels []int32 // distinct pair scores, highest first
-	// topSum[i*n+r] is the sum of the r highest scores in GPU i's row: no
-	// r partners can give i more.
-	topSum []int32
 	// atLeast[l*n+i] holds the GPUs j != i with score(i, j) >= levels[l].
 	atLeast  []DeviceSet
 	nicLocal DeviceSet // GPUs with a NIC at PIX or PXB
@@ -222,27 +219,15 @@ func (p *Prepared) build(m *Matrix) error {
 	slices.Sort(levels)
 	slices.Reverse(levels)
 
-	ints := make([]int32, 2*n*n+len(levels))
+	ints := make([]int32, n*n+len(levels))
 	p.score = ints[: n*n : n*n]
-	p.topSum = ints[n*n : 2*n*n : 2*n*n]
-	p.levels = ints[2*n*n:]
+	p.levels = ints[n*n:]
 	copy(p.levels, levels)
 	for i := 0; i < n; i++ {
 		for j := 0; j < n; j++ {
 			if i != j {
 				p.score[i*n+j] = int32(m.Links[i][j].Score())
 			}
-		}
-		// topSum row: the scores sorted highest first, then prefix sums.
-		// The diagonal's 0 sorts last and is never needed.
-		sorted := p.topSum[i*n : i*n+n]
-		copy(sorted, p.score[i*n:i*n+n])
-		slices.Sort(sorted)
-		slices.Reverse(sorted)
-		var sum int32
-		for r, sc := range sorted {
-			sorted[r] = sum
-			sum += sc
 		}
 	}
 
@@ -630,16 +615,14 @@ func (s *searcher) cannotBeat(chosen, cand DeviceSet, left int, total, rowSum in
 
 // mostTotal is an upper bound on the total of chosen plus left more GPUs
 // from cand. Each new GPU v brings its scores to chosen (gain) and half its
-// scores to the other new GPUs, at most half of topSum[v][left-1]; the
-// bound adds the left best such values.
+// scores to the other new GPUs, at most half of its left-1 best scores to
+// the other candidates; the bound adds the left best such values.
 func (s *searcher) mostTotal(cand DeviceSet, left int, total int32) int32 {
-	p := s.p
-	n := p.n
 	var w [MaxGPUs]int32
 	cnt := 0
 	for c := cand; c != 0; c &= c - 1 {
 		v := bits.TrailingZeros64(uint64(c))
-		w[cnt] = 2*s.gain[v] + p.topSum[v*n+left-1]
+		w[cnt] = 2*s.gain[v] + s.bestScores(v, cand&^(1<<uint(v)), left-1)
 		cnt++
 	}
 	var sum int32
@@ -655,6 +638,23 @@ func (s *searcher) mostTotal(cand DeviceSet, left int, total int32) int32 {
 		cnt--
 	}
 	return total + sum/2
+}
+
+// bestScores is the sum of the r highest scores from GPU v to GPUs in
+// among, counted level by level from the atLeast masks.
+func (s *searcher) bestScores(v int, among DeviceSet, r int) int32 {
+	p := s.p
+	n := p.n
+	var sum int32
+	had := 0
+	for l := 0; l < len(p.levels) && r > 0; l++ {
+		c := (p.atLeast[l*n+v] & among).Len()
+		take := min(c-had, r)
+		sum += int32(take) * p.levels[l]
+		r -= take
+		had = c
+	}
+	return sum
 }
 
 // leastNUMA is a lower bound on the NUMA count of chosen plus left more
