@@ -166,6 +166,16 @@ type Prepared struct {
 	// every ranking number and gives a smaller index list, so the best set
 	// never holds i without all of them.
 	twinsBefore [2][]DeviceSet
+	hasTwins    [2]bool
+	// On machines of at most smallMachine GPUs where no two GPUs are
+	// interchangeable (the DGX-1 cube mesh), the search would visit nearly
+	// every subset, so subsetTotal[S] and subsetBottom[S] hold the total
+	// and the lowest pair score of every subset S (bottom is maxInt32 below
+	// two GPUs) and a pick scores each k-subset by lookups instead. With
+	// interchangeable GPUs the search is cheaper: it skips all but one of
+	// each group of equal sets.
+	subsetTotal  []int32
+	subsetBottom []int32
 }
 
 // PrepareMatrix builds the search tables for m. It fails on a matrix that
@@ -314,6 +324,14 @@ func (p *Prepared) build(m *Matrix) error {
 			}
 		}
 	}
+	for mode := range p.twinsBefore {
+		for _, t := range p.twinsBefore[mode] {
+			p.hasTwins[mode] = p.hasTwins[mode] || t != 0
+		}
+	}
+	if n <= smallMachine && !(p.hasTwins[0] && p.hasTwins[1]) {
+		p.buildSubsetTables()
+	}
 	return nil
 }
 
@@ -322,6 +340,70 @@ func (p *Prepared) build(m *Matrix) error {
 // scores to every other GPU, and the same NUMA set or private NUMA sets of
 // the same size (each then adds its own nodes to any set, whatever else it
 // holds: one GPU per NUMA node, as on 8-socket-domain PCIe servers).
+// smallMachine is the most GPUs for which Prepared keeps a table entry per
+// subset (2^10 entries of two int32s: 8 KiB).
+const smallMachine = 10
+
+const maxInt32 = int32(^uint32(0) >> 1)
+
+// buildSubsetTables fills subsetTotal and subsetBottom, each subset from
+// the one without its highest GPU.
+func (p *Prepared) buildSubsetTables() {
+	n := p.n
+	size := 1 << uint(n)
+	tables := make([]int32, 2*size)
+	total, bottom := tables[:size:size], tables[size:]
+	bottom[0] = maxInt32
+	for set := 1; set < size; set++ {
+		h := bits.Len(uint(set)) - 1
+		rest := set &^ (1 << uint(h))
+		t, b := total[rest], bottom[rest]
+		row := p.score[h*n : h*n+n]
+		for r := rest; r != 0; r &= r - 1 {
+			sc := row[bits.TrailingZeros(uint(r))]
+			t += sc
+			b = min(b, sc)
+		}
+		total[set], bottom[set] = t, b
+	}
+	p.subsetTotal, p.subsetBottom = total, bottom
+}
+
+// pickSmall scores every k-subset of free by table lookups: the bottleneck
+// first, then the rest of the ranking through consider. The cross score is
+// total(free) - total(set) - total(free minus set).
+func (s *searcher) pickSmall(free DeviceSet, k int) {
+	p := s.p
+	var idx [smallMachine]int
+	f := 0
+	for c := free; c != 0; c &= c - 1 {
+		idx[f] = bits.TrailingZeros64(uint64(c))
+		f++
+	}
+	totalFree := p.subsetTotal[free]
+	bestBottom := int32(-1)
+	// Gosper's hack walks the k-subsets of f positions; each is mapped
+	// onto the free GPUs.
+	for comb := uint(1)<<uint(k) - 1; comb < 1<<uint(f); {
+		var set DeviceSet
+		for c := comb; c != 0; c &= c - 1 {
+			set |= 1 << uint(idx[bits.TrailingZeros(c)])
+		}
+		if b := p.subsetBottom[set]; b >= bestBottom {
+			if b > bestBottom {
+				bestBottom = b
+				s.res.found = false
+			}
+			t := p.subsetTotal[set]
+			cross := totalFree - t - p.subsetTotal[free&^set]
+			s.consider(set, t, cross+2*t)
+		}
+		low := comb & -comb
+		r := comb + low
+		comb = r | ((r^comb)>>2)>>uint(bits.TrailingZeros(low))
+	}
+}
+
 func (p *Prepared) interchangeable(i, j int, private DeviceSet) bool {
 	w := p.numaWords
 	same := true
@@ -405,11 +487,15 @@ func (p *Prepared) pickSet(free DeviceSet, k int, opts PickOptions, r *pickResul
 	}
 
 	s := searcher{p: p, k: k, free: free, res: r}
+	mode := 0
 	if opts.MultiNode {
 		s.nicLocal = p.nicLocal
-		s.twins = p.twinsBefore[1]
-	} else {
-		s.twins = p.twinsBefore[0]
+		mode = 1
+	}
+	s.twins = p.twinsBefore[mode]
+	if p.subsetTotal != nil && !p.hasTwins[mode] {
+		s.pickSmall(free, k)
+		return r.set, nil
 	}
 	// rowFree[i]: the sum of GPU i's scores to the other free GPUs. The
 	// cross score of a set S is then sum(rowFree over S) - 2*total(S).

@@ -306,3 +306,26 @@ func TestPickDevicesIsSafeForConcurrentUse(t *testing.T) {
 		t.Errorf("%s: concurrent pick differs from the reference", name)
 	}
 }
+
+// TestBothPickPathsMeetTheReference makes sure the recordings exercise both
+// ways PickDevices scores sets (subset tables on small machines without
+// interchangeable GPUs, the search elsewhere), so the reference comparisons
+// above cover both.
+func TestBothPickPathsMeetTheReference(t *testing.T) {
+	tables, search := 0, 0
+	for _, l := range loadLayouts(t) {
+		p, err := PrepareMatrix(l.m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.subsetTotal != nil && !p.hasTwins[0] {
+			tables++
+		} else {
+			search++
+		}
+	}
+	if tables == 0 || search == 0 {
+		t.Fatalf("%d layouts use subset tables, %d the search: both must be covered", tables, search)
+	}
+	t.Logf("%d layouts use subset tables, %d the search", tables, search)
+}
