@@ -85,10 +85,7 @@ func quoteAll(ss []string) []string {
 // offered when they exist.
 func (k *keySource) keysFor(r *resolved) (*offered, error) {
 	o := &offered{}
-	signers, err := k.agentSigners()
-	o.agentErr = err
-	o.agentKeys = len(signers)
-	o.signers = append(o.signers, signers...)
+	fromFiles := map[string]bool{}
 	for _, path := range r.identities {
 		fk := k.file(path)
 		switch {
@@ -103,6 +100,18 @@ func (k *keySource) keysFor(r *resolved) (*offered, error) {
 		default:
 			o.signers = append(o.signers, fk.signer)
 			o.files = append(o.files, path)
+			fromFiles[string(fk.signer.PublicKey().Marshal())] = true
+		}
+	}
+	// As OpenSSH does, the identity files come first and the agent's other
+	// keys after them: sshd drops a client after MaxAuthTries (6) refused
+	// keys, and an agent can hold more than that.
+	signers, err := k.agentSigners()
+	o.agentErr = err
+	for _, s := range signers {
+		if !fromFiles[string(s.PublicKey().Marshal())] {
+			o.signers = append(o.signers, s)
+			o.agentKeys++
 		}
 	}
 	if len(o.signers) == 0 {

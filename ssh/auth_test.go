@@ -128,3 +128,18 @@ func TestTildeInPathsIsTheHomeDirectory(t *testing.T) {
 	tg.KnownHostsFile = "~/known_hosts"
 	run(t, newPool(t, Options{}), tg, "true")
 }
+
+func TestIdentityFilesAreOfferedBeforeTheAgentsManyKeys(t *testing.T) {
+	f := newFixture(t)
+	srv := f.server(sshtest.Options{}) // accepts only the fixture's file key
+	var others []ed25519.PrivateKey
+	// More than a server lets a client try: OpenSSH's MaxAuthTries is 6;
+	// x/crypto's server forgives 6 more refused key queries.
+	for i := 0; i < 16; i++ {
+		_, k, _ := ed25519.GenerateKey(nil)
+		others = append(others, k)
+	}
+	a := startAgent(t, others...)
+	p := newPool(t, Options{AgentSocket: a.Socket})
+	run(t, p, f.target("a1", srv), "true")
+}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
 )
 
 // dial connects to r, through its bastion if it has one, retrying when
@@ -25,7 +26,7 @@ func (p *Pool) dial(r *resolved) (*ssh.Client, error) {
 		}
 		bastion = bc.client
 	}
-	kh, err := p.knownHostsFor(r.knownHosts)
+	kh, err := p.knownHostsFor(r)
 	if err != nil {
 		return nil, err
 	}
@@ -60,9 +61,9 @@ func (p *Pool) dial(r *resolved) (*ssh.Client, error) {
 			if attempt > 1 {
 				err = fmt.Errorf("%w (after %d attempts)", err, attempt)
 			}
-			return nil, explainDialError(err, r, keys, p.opts.AgentSocket)
+			return nil, explainDialError(err, r, keys, p.opts.AgentSocket, cfg.HostKeyAlgorithms)
 		}
-		// Full jitter spreads a burst of clients that were reset together.
+		// Jitter spreads out a burst of dials that were reset together.
 		wait := backoff/2 + rand.N(backoff/2+1)
 		select {
 		case <-time.After(wait):
@@ -139,7 +140,7 @@ func resetByServer(err error) bool {
 
 // explainDialError turns x/crypto's handshake errors into sentences that
 // say what to do.
-func explainDialError(err error, r *resolved, keys *offered, agentSocket string) error {
+func explainDialError(err error, r *resolved, keys *offered, agentSocket string, hostKeyAlgos []string) error {
 	var unknown *UnknownHostKeyError
 	var changed *HostKeyChangedError
 	switch {
@@ -147,14 +148,26 @@ func explainDialError(err error, r *resolved, keys *offered, agentSocket string)
 		return changed
 	case errors.As(err, &unknown):
 		return unknown
-	case strings.Contains(err.Error(), "unable to authenticate"):
+	case strings.Contains(err.Error(), "unable to authenticate"), tooManyAuthFailures(err):
 		msg := fmt.Sprintf("authentication as %q at %s failed: the server accepted none of %s", r.user, r.hostPort(), keys.describe())
+		if tooManyAuthFailures(err) {
+			msg += " before its MaxAuthTries ran out (name the right key with identity_file)"
+		}
 		if h := keys.hint(agentSocket); h != "" {
 			msg += "; " + h
 		}
 		return errors.New(msg)
+	case strings.Contains(err.Error(), "no common algorithm for host key"):
+		return fmt.Errorf("%s offers no host key of the types %s lists for it (%s); if its keys were replaced, remove the old ones with: ssh-keygen -R %s -f %s",
+			r.hostPort(), r.knownHosts, strings.Join(hostKeyAlgos, ", "), Quote(knownhosts.Normalize(r.hostPort())), Quote(r.knownHosts))
 	case resetByServer(err):
 		return fmt.Errorf("connection to %s closed by the server during the handshake (too many connections at once? see sshd's MaxStartups): %w", r.hostPort(), err)
 	}
 	return err
+}
+
+// tooManyAuthFailures reports whether the server hung up after refusing
+// more keys than its MaxAuthTries (OpenSSH and x/crypto word it apart).
+func tooManyAuthFailures(err error) bool {
+	return strings.Contains(strings.ToLower(err.Error()), "too many authentication failures")
 }

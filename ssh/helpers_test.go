@@ -5,7 +5,10 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,6 +35,10 @@ func newFixture(t *testing.T) *fixture {
 	dir := t.TempDir()
 	t.Setenv("HOME", dir)
 	t.Setenv("SSH_AUTH_SOCK", "")
+	// The machine's own /etc/ssh/ssh_known_hosts must not leak in.
+	saved := globalKnownHostsFile
+	globalKnownHostsFile = filepath.Join(dir, "ssh_known_hosts")
+	t.Cleanup(func() { globalKnownHostsFile = saved })
 	keyFile, key, err := sshtest.WriteClientKey(filepath.Join(dir, "keys"))
 	if err != nil {
 		t.Fatal(err)
@@ -152,3 +159,26 @@ func listenRaw(t *testing.T, serve func(net.Conn)) *rawListener {
 }
 
 func (r *rawListener) port() int { return r.Addr().(*net.TCPAddr).Port }
+
+// pidWhenWritten returns a context that is cancelled once path holds a
+// pid, so that a test stops a remote command only after it started, however
+// loaded the machine; and a function returning that pid.
+func pidWhenWritten(t *testing.T, path string) (context.Context, func() int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var pid atomic.Int64
+	go func() {
+		defer cancel()
+		deadline := time.Now().Add(testTimeout)
+		for time.Now().Before(deadline) {
+			data, _ := os.ReadFile(path)
+			if n, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && n > 0 {
+				pid.Store(int64(n))
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	t.Cleanup(cancel)
+	return ctx, func() int { <-ctx.Done(); return int(pid.Load()) }
+}

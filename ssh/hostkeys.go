@@ -1,7 +1,6 @@
 package ssh
 
 import (
-	"bytes"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
@@ -31,11 +30,28 @@ func (e *UnknownHostKeyError) Error() string {
 	if port != "" && port != "22" {
 		keyscan += " -p " + port
 	}
-	keyscan += " -t " + strings.TrimPrefix(e.KeyType, "ssh-") + " " + Quote(host) + " >> " + Quote(e.KnownHostsFile)
+	if t := keyscanType(e.KeyType); t != "" {
+		keyscan += " -t " + t
+	}
+	keyscan += " " + Quote(host) + " >> " + Quote(e.KnownHostsFile)
 	return fmt.Sprintf("host key of %s is unknown: it offered %s key %s, which %s does not list; "+
 		"if that fingerprint is the host's, accept it with host_key_check = %q in the ssh block, "+
 		"or record it with: %s",
 		knownhosts.Normalize(e.Address), e.KeyType, e.Fingerprint, e.KnownHostsFile, HostKeyAcceptNew, keyscan)
+}
+
+// keyscanType is the name ssh-keyscan -t knows a key type by, or "" for
+// types it has no short name for.
+func keyscanType(keyType string) string {
+	switch {
+	case keyType == ssh.KeyAlgoED25519:
+		return "ed25519"
+	case strings.HasPrefix(keyType, "ecdsa-sha2-"):
+		return "ecdsa"
+	case keyType == ssh.KeyAlgoRSA:
+		return "rsa"
+	}
+	return ""
 }
 
 // HostKeyChangedError is returned when the host offers a key other than
@@ -64,36 +80,46 @@ func (e *HostKeyChangedError) Error() string {
 		Quote(knownhosts.Normalize(e.Address)), Quote(file))
 }
 
-// knownHostsFile is one known_hosts file, parsed once per pool and parsed
-// again after this pool appends to it.
+// knownHostsFile is the user's known_hosts file, where keys are checked
+// and recorded, with any read-only files checked beside it (the system's
+// /etc/ssh/ssh_known_hosts). It is parsed once per pool, and again after
+// the pool appends to it.
 type knownHostsFile struct {
 	path string
+	also []string
 
 	mu sync.Mutex
-	cb ssh.HostKeyCallback // nil while the file does not exist
+	cb ssh.HostKeyCallback // nil while none of the files exists
 }
 
-func newKnownHostsFile(path string) (*knownHostsFile, error) {
-	f := &knownHostsFile{path: path}
-	if err := f.load(); err != nil {
+func newKnownHostsFile(path string, also []string) (*knownHostsFile, error) {
+	f := &knownHostsFile{path: path, also: also}
+	cb, err := f.parse()
+	if err != nil {
 		return nil, err
 	}
+	f.cb = cb
 	return f, nil
 }
 
-// load parses the file again. A missing file is an empty database.
-func (f *knownHostsFile) load() error {
-	cb, err := knownhosts.New(f.path)
-	if errors.Is(err, os.ErrNotExist) {
-		cb, err = nil, nil
+// parse reads the files that exist; nil when none does.
+func (f *knownHostsFile) parse() (ssh.HostKeyCallback, error) {
+	var files []string
+	for _, p := range append([]string{f.path}, f.also...) {
+		if _, err := os.Stat(p); err == nil {
+			files = append(files, p)
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("known_hosts %s: %w", p, err)
+		}
 	}
+	if len(files) == 0 {
+		return nil, nil
+	}
+	cb, err := knownhosts.New(files...)
 	if err != nil {
-		return fmt.Errorf("known_hosts %s: %w", f.path, err)
+		return nil, fmt.Errorf("known_hosts: %w", err)
 	}
-	f.mu.Lock()
-	f.cb = cb
-	f.mu.Unlock()
-	return nil
+	return cb, nil
 }
 
 func (f *knownHostsFile) callback() ssh.HostKeyCallback {
@@ -212,16 +238,17 @@ func (f *knownHostsFile) record(address string, remote net.Addr, key ssh.PublicK
 	}
 	defer unlockFile(file)
 
+	// The last byte says whether the file ends its last line.
 	content, err := io.ReadAll(io.NewSectionReader(file, 0, 1<<40))
 	if err != nil {
 		return fmt.Errorf("recording host key of %s: reading %s: %w", knownhosts.Normalize(address), f.path, err)
 	}
-	if len(bytes.TrimSpace(content)) > 0 {
-		cb, err := knownhosts.New(f.path)
-		if err != nil {
-			return fmt.Errorf("known_hosts %s: %w", f.path, err)
-		}
-		f.cb = cb
+	cb, err := f.parse()
+	if err != nil {
+		return err
+	}
+	f.cb = cb
+	if cb != nil {
 		if err := cb(address, remote, key); err == nil {
 			return nil
 		} else if ke := (*knownhosts.KeyError)(nil); errors.As(err, &ke) && len(ke.Want) > 0 {
@@ -238,10 +265,8 @@ func (f *knownHostsFile) record(address string, remote net.Addr, key ssh.PublicK
 	if err := file.Sync(); err != nil {
 		return fmt.Errorf("recording host key of %s in %s: %w", knownhosts.Normalize(address), f.path, err)
 	}
-	cb, err := knownhosts.New(f.path)
-	if err != nil {
-		return fmt.Errorf("known_hosts %s: %w", f.path, err)
+	if f.cb, err = f.parse(); err != nil {
+		return err
 	}
-	f.cb = cb
 	return nil
 }

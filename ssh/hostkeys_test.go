@@ -200,3 +200,72 @@ func TestKnownHostsEntries(t *testing.T) {
 		})
 	}
 }
+
+func TestHostThatLostTheKnownKeyTypeIsExplained(t *testing.T) {
+	f := newFixture(t)
+	ecdsaKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ecdsaSigner, _ := ssh.NewSignerFromKey(ecdsaKey)
+	srv := f.unlistedServer(sshtest.Options{HostKey: ecdsaSigner})
+	// known_hosts holds an ed25519 key for the host, which now has only ECDSA.
+	old, _ := sshtest.GenerateKey()
+	f.trust(&sshtest.Server{Port: srv.Port, HostKey: old})
+	_, err = newPool(t, Options{}).Run(context.Background(), f.target("a1", srv), "true", nil)
+	for _, want := range []string{"host a1:", "offers no host key of the types", "ssh-ed25519", "ssh-keygen -R"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not mention %q", err, want)
+		}
+	}
+}
+
+func TestDefaultKnownHostsAlsoReadsTheSystemFileButWritesTheUsers(t *testing.T) {
+	f := newFixture(t)
+	listed := f.unlistedServer(sshtest.Options{})
+	fresh := f.unlistedServer(sshtest.Options{})
+	if err := sshtest.WriteKnownHosts(globalKnownHostsFile, listed.KnownHostsLine("127.0.0.1")); err != nil {
+		t.Fatal(err)
+	}
+	system, _ := os.ReadFile(globalKnownHostsFile)
+	p := newPool(t, Options{})
+	tg := f.target("listed", listed)
+	tg.KnownHostsFile = ""
+	run(t, p, tg, "true")
+
+	tg = f.target("fresh", fresh)
+	tg.KnownHostsFile = ""
+	tg.HostKeyCheck = HostKeyAcceptNew
+	run(t, p, tg, "true")
+	user, err := os.ReadFile(filepath.Join(f.dir, ".ssh", "known_hosts"))
+	if err != nil || string(user) != fresh.KnownHostsLine("127.0.0.1")+"\n" {
+		t.Errorf("user known_hosts %q (%v), want the new host's line", user, err)
+	}
+	if after, _ := os.ReadFile(globalKnownHostsFile); string(after) != string(system) {
+		t.Errorf("system known_hosts changed:\n%s", after)
+	}
+	// A key the system file holds cannot be replaced by accept-new.
+	impostor := f.unlistedServer(sshtest.Options{})
+	if err := sshtest.WriteKnownHosts(globalKnownHostsFile, (&sshtest.Server{Port: impostor.Port, HostKey: listed.HostKey}).KnownHostsLine("127.0.0.1")); err != nil {
+		t.Fatal(err)
+	}
+	tg = f.target("impostor", impostor)
+	tg.KnownHostsFile = ""
+	tg.HostKeyCheck = HostKeyAcceptNew
+	var changed *HostKeyChangedError
+	if _, err := newPool(t, Options{}).Run(context.Background(), tg, "true", nil); !errors.As(err, &changed) {
+		t.Fatalf("got %v, want HostKeyChangedError", err)
+	}
+}
+
+func TestKeyscanAdviceUsesTheShortKeyTypeName(t *testing.T) {
+	for keyType, want := range map[string]string{
+		ssh.KeyAlgoED25519: " -t ed25519 ", ssh.KeyAlgoECDSA256: " -t ecdsa ", ssh.KeyAlgoECDSA521: " -t ecdsa ",
+		ssh.KeyAlgoRSA: " -t rsa ", ssh.KeyAlgoSKED25519: "ssh-keyscan 10.0.0.1 ",
+	} {
+		e := &UnknownHostKeyError{Address: "10.0.0.1:22", KeyType: keyType, Fingerprint: "SHA256:x", KnownHostsFile: "/k"}
+		if !strings.Contains(e.Error(), want) {
+			t.Errorf("%s: %q lacks %q", keyType, e.Error(), want)
+		}
+	}
+}

@@ -3,13 +3,15 @@ package ssh
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/gpulayer/gpulayer/internal/iostreams"
 )
 
 // Defaults of Options.
@@ -268,22 +270,38 @@ func keepalive(client *ssh.Client, interval time.Duration, done <-chan struct{})
 	}
 }
 
-// knownHostsFor returns the pool's parsed copy of a known_hosts file.
-func (p *Pool) knownHostsFor(path string) (*knownHostsFile, error) {
+// knownHostsFor returns the pool's parsed copy of r's known_hosts files.
+func (p *Pool) knownHostsFor(r *resolved) (*knownHostsFile, error) {
+	key := strings.Join(append([]string{r.knownHosts}, r.globalKnownHosts...), "\x00")
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if f := p.knownHosts[path]; f != nil {
+	if f := p.knownHosts[key]; f != nil {
 		return f, nil
 	}
-	f, err := newKnownHostsFile(path)
+	f, err := newKnownHostsFile(r.knownHosts, r.globalKnownHosts)
 	if err != nil {
 		return nil, err
 	}
-	p.knownHosts[path] = f
+	p.knownHosts[key] = f
 	return f, nil
 }
 
-// hostError prefixes err with the host's name, as every error of Run is.
+// HostError is how Run and WriteFile fail: the host's name and what went
+// wrong there.
+type HostError struct {
+	Host string // Target.Name, or its Address when it has no name
+	Err  error
+}
+
+// Error reads "host a3: ...". Parts of Err can come from the machine (a
+// disconnect reason, a channel refusal): control bytes are replaced so
+// that printing the error cannot drive the terminal.
+func (e *HostError) Error() string {
+	return "host " + e.Host + ": " + iostreams.Sanitize(e.Err.Error(), false)
+}
+
+func (e *HostError) Unwrap() error { return e.Err }
+
 func hostError(t Target, err error) error {
-	return fmt.Errorf("host %s: %w", t.label(), err)
+	return &HostError{Host: t.label(), Err: err}
 }

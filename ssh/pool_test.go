@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -119,7 +118,7 @@ func TestPoolKeepsSessionsPerConnectionUnderTheLimit(t *testing.T) {
 					defer wg.Done()
 					ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 					defer cancel()
-					if _, err := p.Run(ctx, tg, "sleep 0.2", nil); err != nil {
+					if _, err := p.Run(ctx, tg, "sleep 0.3", nil); err != nil {
 						t.Error(err)
 						failed.Add(1)
 					}
@@ -145,7 +144,7 @@ func TestPoolBoundsConcurrentDials(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			tg := Target{Name: fmt.Sprint("h", i), Address: "127.0.0.1", Port: silent.port(), User: fmt.Sprint("u", i),
-				IdentityFiles: []string{f.keyFile}, KnownHostsFile: f.knownHosts, ConnectTimeout: 200 * time.Millisecond}
+				IdentityFiles: []string{f.keyFile}, KnownHostsFile: f.knownHosts, ConnectTimeout: 500 * time.Millisecond}
 			if _, err := p.Run(context.Background(), tg, "true", nil); err == nil {
 				t.Error("Run against a silent server succeeded")
 			}
@@ -331,7 +330,7 @@ func TestKeepaliveDropsADeadConnectionAndTheNextRunRedials(t *testing.T) {
 	fp := &freezingProxy{upstream: srv.Addr}
 	proxy := listenRaw(t, fp.serve)
 	t.Cleanup(fp.closeAll) // before listenRaw's cleanup waits for its handlers
-	p := newPool(t, Options{Keepalive: 50 * time.Millisecond})
+	p := newPool(t, Options{Keepalive: 200 * time.Millisecond})
 	tg := f.target("a1", srv)
 	tg.Port = proxy.port()
 	// The proxy forwards to srv: known_hosts lists srv's key at the proxy's port.
@@ -364,22 +363,20 @@ func TestRunStopsTheCommandWhenTheContextEnds(t *testing.T) {
 	srv := f.server(sshtest.Options{})
 	p := newPool(t, Options{})
 	pidFile := filepath.Join(f.dir, "pid")
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	res, err := p.Run(ctx, f.target("a1", srv), "echo $$ > "+Quote(pidFile)+"; echo started; exec sleep 30", nil)
-	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "host a1:") {
-		t.Fatalf("got %v, want the context's deadline naming the host", err)
+	ctx, started := pidWhenWritten(t, pidFile)
+	res, err := p.Run(ctx, f.target("a1", srv), "echo started; sleep 0.2; echo $$ > "+Quote(pidFile)+"; exec sleep 30", nil)
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "host a1:") {
+		t.Fatalf("got %v, want the context's error naming the host", err)
 	}
 	if res.ExitCode != -1 || string(res.Stdout) != "started\n" {
 		t.Errorf("got exit %d stdout %q, want -1 and the output so far", res.ExitCode, res.Stdout)
 	}
-	data, err := os.ReadFile(pidFile)
-	if err != nil {
-		t.Fatal(err)
+	pid := started()
+	if pid == 0 {
+		t.Fatal("the command never started")
 	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(data)))
 	deadline := time.Now().Add(testTimeout)
-	for syscall.Kill(pid, 0) == nil {
+	for sshtest.ProcessRuns(pid) {
 		if time.Now().After(deadline) {
 			t.Fatalf("remote command %d still runs", pid)
 		}

@@ -25,7 +25,7 @@ type Result struct {
 
 // abandonWait bounds how long Run waits for a cancelled session to wind
 // down before it returns anyway.
-const abandonWait = 2 * time.Second
+const abandonWait = 250 * time.Millisecond
 
 // Run runs command on t with sh semantics (sshd hands it to the user's
 // login shell) and returns its output and exit status. The first Run for a
@@ -34,12 +34,14 @@ const abandonWait = 2 * time.Second
 //
 // A command that exits non-zero is not an error: its status is in
 // Result.ExitCode. Errors are for everything else (cannot dial, cannot
-// authenticate, host key refused, ctx done, output too large), each naming
-// the host. When ctx is done first, the remote command is sent SIGTERM and
-// its session is closed; sshd does not kill a command without a pty when
-// its session closes, so slow commands should also be wrapped in the
-// remote `timeout` utility. stdin may be nil; otherwise it must reach EOF,
-// since the session waits until it has been sent.
+// authenticate, host key refused, ctx done, output too large), each a
+// *HostError naming the host; with ctx done, Result holds the output so
+// far. When ctx is done first, the remote command is sent SIGTERM and its
+// session is closed; sshd delivers the signal only to users other than
+// root, and does not kill a command without a pty when its session
+// closes, so slow commands should also be wrapped in the remote `timeout`
+// utility. stdin may be nil; otherwise it must reach EOF, since the
+// session waits until it has been sent.
 //
 // Command is given to the remote shell as is: quote every value that came
 // from a file or a machine with Quote.
@@ -82,16 +84,14 @@ func (p *Pool) runSession(ctx context.Context, c *hostConn, command string, stdi
 	case <-ctx.Done():
 		return Result{ExitCode: -1}, fmt.Errorf("waiting for a free session: %w", ctx.Err())
 	}
-	defer func() { <-c.sessions }()
-
-	sess, err := c.client.NewSession()
+	// The slot is given back once the session is closed on both sides:
+	// sshd counts a session against MaxSessions until then.
+	release := func() { <-c.sessions }
+	sess, err := openSession(ctx, c)
 	if err != nil {
-		if c.dead.Load() || errors.Is(err, io.EOF) {
-			return Result{ExitCode: -1}, &staleConnError{err}
-		}
-		return Result{ExitCode: -1}, fmt.Errorf("open session: %w", err)
+		release()
+		return Result{ExitCode: -1}, err
 	}
-	defer sess.Close()
 
 	stdout := &cappedBuffer{max: p.opts.MaxOutputBytes}
 	stderr := &cappedBuffer{max: p.opts.MaxOutputBytes}
@@ -100,6 +100,8 @@ func (p *Pool) runSession(ctx context.Context, c *hostConn, command string, stdi
 		sess.Stdin = stdin
 	}
 	if err := sess.Start(command); err != nil {
+		sess.Close()
+		release()
 		return Result{ExitCode: -1}, fmt.Errorf("start command: %w", err)
 	}
 	done := make(chan error, 1)
@@ -108,11 +110,21 @@ func (p *Pool) runSession(ctx context.Context, c *hostConn, command string, stdi
 	var waitErr error
 	select {
 	case waitErr = <-done:
+		sess.Close()
+		release()
 	case <-ctx.Done():
-		// Best effort: OpenSSH's sshd delivers the signal to the command
-		// since 7.9; closing alone would leave it running.
+		// Best effort: sshd delivers the signal only to users other than
+		// root, and does not end a command without a pty when its
+		// session closes; hence the remote `timeout` callers wrap slow
+		// commands in.
 		_ = sess.Signal(ssh.SIGTERM)
 		sess.Close()
+		go func() {
+			// A command that keeps running keeps its session, and its
+			// slot, until it ends.
+			<-done
+			release()
+		}()
 		select {
 		case <-done:
 		case <-time.After(abandonWait):
@@ -145,6 +157,42 @@ func (p *Pool) runSession(ctx context.Context, c *hostConn, command string, stdi
 		}
 	}
 	return res, nil
+}
+
+// sessionRetries bounds how often a session that sshd refused for lack of
+// room is asked for again, starting after sessionBackoff and doubling.
+const (
+	sessionRetries = 7
+	sessionBackoff = 10 * time.Millisecond
+)
+
+// openSession opens a session on c. sshd frees a closed session's slot
+// only after the loop iteration that read the close, so when many commands
+// end at once, the sessions that replace them can briefly exceed its
+// MaxSessions ("no more sessions") even though the pool stays below it;
+// such refusals are retried for about a second. A server configured with
+// fewer sessions than MaxSessionsPerConn is handled the same way, slowly.
+func openSession(ctx context.Context, c *hostConn) (*ssh.Session, error) {
+	wait := sessionBackoff
+	for attempt := 0; ; attempt++ {
+		sess, err := c.client.NewSession()
+		if err == nil {
+			return sess, nil
+		}
+		if c.dead.Load() || errors.Is(err, io.EOF) {
+			return nil, &staleConnError{err}
+		}
+		var refused *ssh.OpenChannelError
+		if !errors.As(err, &refused) || attempt == sessionRetries {
+			return nil, fmt.Errorf("open session: %w", err)
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil, fmt.Errorf("open session: %w (then %w)", err, ctx.Err())
+		}
+		wait *= 2
+	}
 }
 
 // cappedBuffer keeps the first max bytes written to it and counts the

@@ -20,6 +20,11 @@ const (
 	HostKeyAcceptNew = "accept-new"
 )
 
+// globalKnownHostsFile is OpenSSH's system-wide known_hosts, which it
+// checks beside the user's own unless told to use another file. A
+// variable so that tests can point it elsewhere.
+var globalKnownHostsFile = "/etc/ssh/ssh_known_hosts"
+
 // DefaultConnectTimeout bounds the TCP connect and the SSH handshake of one
 // dial when a Target does not set ConnectTimeout.
 const DefaultConnectTimeout = 10 * time.Second
@@ -40,7 +45,8 @@ type Target struct {
 	// (id_ed25519, id_ecdsa, id_rsa) are offered if they exist.
 	IdentityFiles []string
 	// KnownHostsFile is where host keys are checked and, with accept-new,
-	// recorded; empty means ~/.ssh/known_hosts.
+	// recorded; empty means ~/.ssh/known_hosts, with the system's
+	// /etc/ssh/ssh_known_hosts checked beside it, as OpenSSH does.
 	KnownHostsFile string
 	// HostKeyCheck is HostKeyStrict (the default, also for "") or
 	// HostKeyAcceptNew.
@@ -85,9 +91,11 @@ type resolved struct {
 	Target
 	user       string
 	knownHosts string
-	identities []string
-	explicitID bool // identities were named by the user, not defaults
-	bastion    *resolved
+	// globalKnownHosts are checked beside knownHosts, never written.
+	globalKnownHosts []string
+	identities       []string
+	explicitID       bool // identities were named by the user, not defaults
+	bastion          *resolved
 }
 
 // resolve validates t and fills in its defaults.
@@ -121,6 +129,7 @@ func resolve(t Target) (*resolved, error) {
 			return nil, fmt.Errorf("known_hosts: %w", herr)
 		}
 		r.knownHosts = filepath.Join(home, ".ssh", "known_hosts")
+		r.globalKnownHosts = []string{globalKnownHostsFile}
 	} else if r.knownHosts, err = expandHome(t.KnownHostsFile); err != nil {
 		return nil, fmt.Errorf("known_hosts: %w", err)
 	}

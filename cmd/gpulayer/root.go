@@ -48,5 +48,6 @@ and the best-connected free GPUs, and launches it.`,
 	root.AddCommand(newCmdVersion(f, nil))
 	root.AddCommand(newCmdValidate(f, nil), newCmdFmt(f, nil))
 	root.AddCommand(newCmdTopo(f))
+	root.AddCommand(newCmdProbe(f, nil), newCmdSandbox(f, nil))
 	return root
 }

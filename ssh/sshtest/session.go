@@ -19,16 +19,8 @@ func commandEnv(extra []string) []string {
 	return append(env[:len(env):len(env)], extra...)
 }
 
-// signals maps SSH signal names (RFC 4254 6.9) to this system's.
-var signals = map[string]syscall.Signal{
-	"ABRT": syscall.SIGABRT, "ALRM": syscall.SIGALRM, "FPE": syscall.SIGFPE,
-	"HUP": syscall.SIGHUP, "ILL": syscall.SIGILL, "INT": syscall.SIGINT,
-	"KILL": syscall.SIGKILL, "PIPE": syscall.SIGPIPE, "QUIT": syscall.SIGQUIT,
-	"SEGV": syscall.SIGSEGV, "TERM": syscall.SIGTERM, "USR1": syscall.SIGUSR1,
-	"USR2": syscall.SIGUSR2,
-}
-
-func signalName(sig syscall.Signal) string {
+// signalName is the SSH name of sig (RFC 4254 6.10).
+func signalName(sig os.Signal) string {
 	for name, s := range signals {
 		if s == sig {
 			return name
@@ -46,18 +38,18 @@ type command struct {
 }
 
 // signal sends sig to the command's process group while it runs.
-func (c *command) signal(sig syscall.Signal) {
+func (c *command) signal(sig os.Signal) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.cmd != nil && !c.exited {
-		syscall.Kill(-c.cmd.Process.Pid, sig)
+		signalGroup(c.cmd.Process, sig)
 	}
 }
 
 // abandon kills a command whose session went away, with its process
 // group, and stops copying output that background children still write.
 func (c *command) abandon() {
-	c.signal(syscall.SIGKILL)
+	c.signal(os.Kill)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, f := range c.outputs {
@@ -126,7 +118,7 @@ func (s *Server) start(ch ssh.Channel, line string, env []string, running *atomi
 	cmd := exec.Command(s.opts.Shell, "-c", line)
 	cmd.Env = env
 	cmd.Dir = s.opts.Dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	inNewGroup(cmd)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -142,7 +134,10 @@ func (s *Server) start(ch ssh.Channel, line string, env []string, running *atomi
 		return nil, err
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
+	// Counted before it starts, so that it is counted before it can act.
+	s.notePeak(running.Add(1))
 	if err := cmd.Start(); err != nil {
+		running.Add(-1)
 		for _, f := range []*os.File{outR, outW, errR, errW} {
 			f.Close()
 		}
@@ -151,7 +146,6 @@ func (s *Server) start(ch ssh.Channel, line string, env []string, running *atomi
 	}
 	outW.Close()
 	errW.Close()
-	s.notePeak(running.Add(1))
 	c := &command{cmd: cmd, outputs: []*os.File{outR, errR}}
 
 	go func() {

@@ -1,0 +1,382 @@
+// Command probe benchmarks gpulayer's probe fan-out against sandbox fleets
+// of several sizes and, in the same run, the OpenSSH client doing the same
+// work as the reference: the same hosts, known_hosts, key, script and
+// parallelism, one `ssh` process per host from a bounded worker pool.
+//
+//	go run ./benchmarks/probe -sizes 10,100,500 -runs 5
+//
+// The sandbox runs in its own process, and each measured fan-out in a fresh
+// client process (so every run dials every host anew and its peak RSS is
+// its own). Runs alternate between the two clients. It prints one JSON line
+// per run, then a summary of medians.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"runtime/pprof"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gpulayer/gpulayer/config"
+	"github.com/gpulayer/gpulayer/providers/sandbox"
+	"github.com/gpulayer/gpulayer/reconcile/facts"
+	"github.com/gpulayer/gpulayer/reconcile/probe"
+	"github.com/gpulayer/gpulayer/ssh"
+)
+
+func main() {
+	var err error
+	switch {
+	case len(os.Args) > 1 && os.Args[1] == "serve":
+		err = serve(os.Args[2:])
+	case len(os.Args) > 1 && os.Args[1] == "client":
+		err = client(os.Args[2:])
+	default:
+		err = drive(os.Args[1:])
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchmark:", err)
+		os.Exit(1)
+	}
+}
+
+// result is one measured fan-out.
+type result struct {
+	Client      string  `json:"client"`  // "gpulayer" or "openssh"
+	Command     string  `json:"command"` // "probe" (the facts script) or "true" (the fan-out alone)
+	Hosts       int     `json:"hosts"`
+	Parallelism int     `json:"parallelism"`
+	Run         int     `json:"run"`
+	WallSeconds float64 `json:"wall_s"`
+	OK          int     `json:"ok"`
+	MaxRSSMiB   float64 `json:"max_rss_mib"` // the client process's peak resident memory
+	CPUSeconds  float64 `json:"cpu_s"`       // user+system of the client and its children
+}
+
+func drive(args []string) error {
+	fs := flag.NewFlagSet("probe", flag.ContinueOnError)
+	sizes := fs.String("sizes", "10,100,500", "fleet sizes, comma-separated")
+	runs := fs.Int("runs", 5, "measured runs per client and size")
+	par := fs.Int("parallelism", 64, "hosts probed at once, by both clients")
+	floor := fs.Bool("floor", true, "also run `true` instead of the probe, to separate the fan-out from the work on the machines")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	if _, err := exec.LookPath("ssh"); err != nil {
+		return fmt.Errorf("the OpenSSH client (ssh) is needed as the reference: %w", err)
+	}
+	fmt.Printf("# %s %s/%s, %d CPUs, parallelism %d\n", runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), *par)
+	var all []result
+	for _, s := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return fmt.Errorf("-sizes: bad size %q", s)
+		}
+		commands := []string{"probe"}
+		if *floor {
+			commands = append(commands, "true")
+		}
+		rs, err := benchSize(self, n, *runs, *par, commands)
+		if err != nil {
+			return fmt.Errorf("%d hosts: %w", n, err)
+		}
+		all = append(all, rs...)
+	}
+	summarize(os.Stdout, all)
+	return nil
+}
+
+func benchSize(self string, n, runs, par int, commands []string) ([]result, error) {
+	dir, err := os.MkdirTemp("", "gpulayer-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	srv := exec.Command(self, "serve", "-hosts", strconv.Itoa(n), "-dir", dir)
+	srv.Stderr = os.Stderr
+	stdout, err := srv.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := srv.Start(); err != nil {
+		return nil, err
+	}
+	defer func() {
+		_ = srv.Process.Signal(syscall.SIGTERM)
+		_ = srv.Wait()
+	}()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != "ready" {
+		return nil, fmt.Errorf("sandbox did not start: %q %v", line, err)
+	}
+	var out []result
+	// One unmeasured warm-up each: page cache, first exec of ssh and sh.
+	for run := 0; run <= runs; run++ {
+		order := []string{"gpulayer", "openssh"}
+		if run%2 == 1 {
+			order[0], order[1] = order[1], order[0]
+		}
+		for _, command := range commands {
+			for _, c := range order {
+				r, err := runClient(self, c, command, dir, n, par)
+				if err != nil {
+					return nil, err
+				}
+				if run == 0 {
+					continue
+				}
+				r.Run = run
+				if r.OK != n {
+					return nil, fmt.Errorf("%s %s: %d of %d hosts answered", c, command, r.OK, n)
+				}
+				line, _ := json.Marshal(r)
+				fmt.Println(string(line))
+				out = append(out, r)
+			}
+		}
+	}
+	return out, nil
+}
+
+func runClient(self, impl, command, dir string, n, par int) (result, error) {
+	cmd := exec.Command(self, "client", "-impl", impl, "-command", command, "-dir", dir, "-parallelism", strconv.Itoa(par))
+	cmd.Stderr = os.Stderr
+	b, err := cmd.Output()
+	if err != nil {
+		return result{}, fmt.Errorf("%s client: %w", impl, err)
+	}
+	var r result
+	if err := json.Unmarshal(b, &r); err != nil {
+		return result{}, fmt.Errorf("%s client printed %q: %w", impl, b, err)
+	}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		r.MaxRSSMiB = float64(ru.Maxrss) / 1024 // Linux reports KiB
+	}
+	r.CPUSeconds = (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
+	r.Hosts = n
+	return r, nil
+}
+
+// serve runs a sandbox until SIGTERM.
+func serve(args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	hosts := fs.Int("hosts", 10, "machines")
+	dir := fs.String("dir", "", "sandbox directory")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	sb, err := sandbox.Start(sandbox.Options{Hosts: *hosts, Dir: *dir})
+	if err != nil {
+		return err
+	}
+	defer sb.Close()
+	fmt.Println("ready")
+	<-ctx.Done()
+	return nil
+}
+
+// client probes every host of the sandbox in dir once and prints a result.
+func client(args []string) error {
+	fs := flag.NewFlagSet("client", flag.ContinueOnError)
+	impl := fs.String("impl", "gpulayer", "gpulayer or openssh")
+	dir := fs.String("dir", "", "sandbox directory")
+	par := fs.Int("parallelism", 64, "hosts at once")
+	command := fs.String("command", "probe", "probe or true")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the fan-out to `FILE`")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if *command != "probe" && *command != "true" {
+		return fmt.Errorf("-command: want probe or true, got %q", *command)
+	}
+	cfg, diags := config.Load(*dir, config.LoadOptions{})
+	if diags.HasErrors() {
+		return fmt.Errorf("%s: %s", *dir, diags.Error())
+	}
+	machines, err := probe.Machines(cfg)
+	if err != nil {
+		return err
+	}
+	var hosts []facts.Host
+	start := time.Now()
+	switch {
+	case *impl == "gpulayer" && *command == "probe":
+		pool := ssh.NewPool(ssh.Options{Parallelism: *par})
+		doc := probe.Fleet(context.Background(), pool, machines, probe.Options{Parallelism: *par})
+		hosts = doc.Hosts
+		_ = pool.Close()
+	case *impl == "gpulayer":
+		pool := ssh.NewPool(ssh.Options{Parallelism: *par})
+		hosts = fanOut(machines, *par, func(m probe.Machine) facts.Host {
+			res, err := pool.Run(context.Background(), m.Target, "true", nil)
+			return trueHost(m, err == nil && res.ExitCode == 0, err)
+		})
+		_ = pool.Close()
+	case *impl == "openssh":
+		hosts = fanOut(machines, *par, func(m probe.Machine) facts.Host { return opensshHost(m, *command) })
+	default:
+		return fmt.Errorf("-impl: want gpulayer or openssh, got %q", *impl)
+	}
+	wall := time.Since(start)
+	r := result{Client: *impl, Command: *command, Parallelism: *par, WallSeconds: wall.Seconds()}
+	for _, h := range hosts {
+		if h.Status == facts.StatusOK && (*command == "true" || len(h.GPUs) > 0) {
+			r.OK++
+		} else {
+			fmt.Fprintf(os.Stderr, "%s: %s: %s %s %v\n", *impl, h.Name, h.Status, h.Error, h.Warnings)
+		}
+	}
+	return json.NewEncoder(os.Stdout).Encode(r)
+}
+
+func trueHost(m probe.Machine, ok bool, err error) facts.Host {
+	h := facts.Host{Name: m.Name, Status: facts.StatusOK}
+	if !ok {
+		h.Status = facts.StatusFailed
+		h.Error = fmt.Sprint(err)
+	}
+	return h
+}
+
+// fanOut runs one per host, par at a time: the bounded worker pool both
+// clients share.
+func fanOut(machines []probe.Machine, par int, one func(probe.Machine) facts.Host) []facts.Host {
+	out := make([]facts.Host, len(machines))
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < min(par, len(machines)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				out[i] = one(machines[i])
+			}
+		}()
+	}
+	for i := range machines {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	return out
+}
+
+// opensshHost runs the command with one `ssh` process, with the options a
+// careful script would use, and parses the probe's output exactly as
+// gpulayer does.
+func opensshHost(m probe.Machine, command string) facts.Host {
+	t := m.Target
+	nonce := facts.NewNonce()
+	args := []string{
+		"-F", "/dev/null",
+		"-o", "BatchMode=yes",
+		"-o", "StrictHostKeyChecking=yes",
+		"-o", "UserKnownHostsFile=" + t.KnownHostsFile,
+		"-o", "GlobalKnownHostsFile=/dev/null",
+		"-o", "IdentitiesOnly=yes",
+		"-o", "ConnectTimeout=10",
+		"-o", "LogLevel=ERROR",
+		"-p", strconv.Itoa(t.Port),
+		"-l", t.User,
+	}
+	for _, id := range t.IdentityFiles {
+		args = append(args, "-i", id)
+	}
+	if command == "true" {
+		args = append(args, t.Address, "true")
+		err := exec.Command("ssh", args...).Run()
+		return trueHost(m, err == nil, err)
+	}
+	args = append(args, t.Address, probe.Command(nonce, m.PIDs))
+	cmd := exec.Command("ssh", args...)
+	cmd.Stdin = strings.NewReader(facts.Script())
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	b, err := cmd.Output()
+	h := facts.Parse(b, nonce)
+	if err != nil {
+		h.Status = facts.StatusFailed
+		h.Error = fmt.Sprintf("%v: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	h.Name = m.Name
+	return h
+}
+
+func summarize(w io.Writer, rs []result) {
+	type key struct {
+		client, command string
+		hosts           int
+	}
+	groups := map[key][]result{}
+	var sizes []int
+	seen := map[int]bool{}
+	for _, r := range rs {
+		k := key{r.Client, r.Command, r.Hosts}
+		groups[k] = append(groups[k], r)
+		if !seen[r.Hosts] {
+			seen[r.Hosts] = true
+			sizes = append(sizes, r.Hosts)
+		}
+	}
+	sort.Ints(sizes)
+	fmt.Fprintf(w, "\n# medians\n%-6s  %-8s  %-14s  %-14s  %-9s  %-16s  %-16s\n", "hosts", "command", "gpulayer wall", "openssh wall", "ratio", "gpulayer max RSS", "openssh CPU")
+	for _, n := range sizes {
+		for _, command := range []string{"probe", "true"} {
+			g, o := groups[key{"gpulayer", command, n}], groups[key{"openssh", command, n}]
+			if len(g) == 0 {
+				continue
+			}
+			gw := median(g, func(r result) float64 { return r.WallSeconds })
+			ow := median(o, func(r result) float64 { return r.WallSeconds })
+			fmt.Fprintf(w, "%-6d  %-8s  %-14s  %-14s  %-9s  %-16s  %-16s\n", n, command,
+				fmt.Sprintf("%.3f s", gw), fmt.Sprintf("%.3f s", ow), fmt.Sprintf("%.2fx", gw/ow),
+				fmt.Sprintf("%.1f MiB", median(g, func(r result) float64 { return r.MaxRSSMiB })),
+				fmt.Sprintf("%.2f s", median(o, func(r result) float64 { return r.CPUSeconds })))
+		}
+	}
+}
+
+func median(rs []result, f func(result) float64) float64 {
+	if len(rs) == 0 {
+		return 0
+	}
+	v := make([]float64, len(rs))
+	for i, r := range rs {
+		v[i] = f(r)
+	}
+	sort.Float64s(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}

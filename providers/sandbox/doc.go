@@ -1,0 +1,16 @@
+// Package sandbox runs a fleet of simulated GPU machines on 127.0.0.1, so
+// that gpulayer can be tried, tested and benchmarked end to end without a
+// GPU. Each machine is a real SSH server (ssh/sshtest) with its own host
+// key, a recorded `nvidia-smi topo -m` (package recordings), a location, a
+// torch version, and a fake nvidia-smi on its PATH that answers the probe's
+// queries from the recording and reports as busy the GPUs that live
+// processes started on that machine use (their CUDA_VISIBLE_DEVICES).
+// Processes launched on a sandbox machine are real local processes, run by
+// /bin/sh as the current user.
+//
+// Start writes into a directory a configuration gpulayer can load (an ssh
+// block and one fleet per region), a known_hosts file and a client key.
+//
+// It must not place jobs or parse what the machines print; it only plays
+// the machines.
+package sandbox

@@ -1,0 +1,326 @@
+package sandbox
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"embed"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	gossh "golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/gpulayer/gpulayer/providers/sandbox/recordings"
+	"github.com/gpulayer/gpulayer/ssh/sshtest"
+)
+
+//go:embed scripts/nvidia-smi scripts/python3 scripts/sandbox-shell
+var scripts embed.FS
+
+// Files Start writes into the sandbox directory.
+const (
+	ConfigFile     = "sandbox.hcl"
+	KnownHostsFile = "known_hosts"
+	KeyFile        = "client_key" // OpenSSH private key, mode 0600; .pub beside it
+)
+
+// MaxHosts bounds --hosts: each machine is a listening socket and a few
+// files.
+const MaxHosts = 2000
+
+// Options describe the fleet to simulate.
+type Options struct {
+	// Hosts is the number of machines, 1 to MaxHosts.
+	Hosts int
+	// Dir receives the configuration, keys and the machines' files. It is
+	// created if missing; files of an earlier sandbox there are replaced.
+	Dir string
+}
+
+// Machine is one simulated machine.
+type Machine struct {
+	Name     string
+	Fleet    string // the region: one fleet per region
+	Region   string
+	Zone     string
+	Network  string // network group
+	Model    recordings.Machine
+	Torch    string
+	GPUUUIDs []string
+	Port     int    // on 127.0.0.1
+	Dir      string // its files: gpus, topo.txt, home/
+}
+
+// Sandbox is a running fleet. Close stops it.
+type Sandbox struct {
+	Dir      string
+	User     string
+	Machines []Machine
+	servers  []*sshtest.Server
+}
+
+// ConfigPath, KnownHostsPath and KeyPath are the files Start wrote.
+func (s *Sandbox) ConfigPath() string     { return filepath.Join(s.Dir, ConfigFile) }
+func (s *Sandbox) KnownHostsPath() string { return filepath.Join(s.Dir, KnownHostsFile) }
+func (s *Sandbox) KeyPath() string        { return filepath.Join(s.Dir, KeyFile) }
+
+// Start writes the sandbox's files into opts.Dir and starts its machines.
+// On error nothing is left running.
+func Start(opts Options) (_ *Sandbox, err error) {
+	if opts.Hosts < 1 || opts.Hosts > MaxHosts {
+		return nil, fmt.Errorf("sandbox: --hosts must be from 1 to %d, got %d", MaxHosts, opts.Hosts)
+	}
+	if opts.Dir == "" {
+		return nil, errors.New("sandbox: no directory given for its configuration and keys")
+	}
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	s := &Sandbox{Dir: dir, User: currentUser()}
+	defer func() {
+		if err != nil {
+			_ = s.Close()
+		}
+	}()
+	for _, d := range []string{dir, filepath.Join(dir, "bin"), filepath.Join(dir, "machines")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("sandbox: %w", err)
+		}
+	}
+	// Always rewritten, so a directory of an older sandbox gets this
+	// version's scripts.
+	if err := writeScripts(filepath.Join(dir, "bin")); err != nil {
+		return nil, err
+	}
+	client, err := writeClientKey(s.KeyPath())
+	if err != nil {
+		return nil, err
+	}
+	var known strings.Builder
+	for i := 0; i < opts.Hosts; i++ {
+		m, env, err := Prepare(dir, i, opts.Hosts)
+		if err != nil {
+			return nil, err
+		}
+		hostKey, err := newSigner()
+		if err != nil {
+			return nil, err
+		}
+		srv, err := sshtest.Start(sshtest.Options{
+			HostKey:        hostKey,
+			AuthorizedKeys: []gossh.PublicKey{client},
+			Env:            env,
+			Dir:            filepath.Join(m.Dir, "home"),
+			Shell:          filepath.Join(dir, "bin", "sandbox-shell"),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: machine %s: %w", m.Name, err)
+		}
+		s.servers = append(s.servers, srv)
+		m.Port = srv.Port
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(m.Port))
+		known.WriteString(knownhosts.Line([]string{knownhosts.Normalize(addr)}, hostKey.PublicKey()))
+		known.WriteByte('\n')
+		s.Machines = append(s.Machines, m)
+	}
+	if err := os.WriteFile(s.KnownHostsPath(), []byte(known.String()), 0o644); err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	if err := os.WriteFile(s.ConfigPath(), Config(s), 0o644); err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	return s, nil
+}
+
+// Prepare writes the files of machine i of an n-machine sandbox in dir (the
+// shared bin/ with the fake nvidia-smi, python3 and login shell, and
+// machines/NAME/) and returns the machine and the variables its sessions
+// need in their environment. Start serves each machine with an in-process
+// SSH server; a test can serve one with OpenSSH's sshd instead (SetEnv).
+func Prepare(dir string, i, n int) (Machine, []string, error) {
+	bin := filepath.Join(dir, "bin")
+	if _, err := os.Stat(filepath.Join(bin, "sandbox-shell")); err != nil {
+		for _, d := range []string{bin, filepath.Join(dir, "machines")} {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				return Machine{}, nil, fmt.Errorf("sandbox: %w", err)
+			}
+		}
+		if err := writeScripts(bin); err != nil {
+			return Machine{}, nil, err
+		}
+	}
+	m := plan(i, n, recordings.Machines())
+	m.Dir = filepath.Join(dir, "machines", m.Name)
+	if err := writeMachine(&m); err != nil {
+		return Machine{}, nil, err
+	}
+	env := append(baseEnv(bin),
+		"HOME="+filepath.Join(m.Dir, "home"),
+		"GPULAYER_SANDBOX_MACHINE="+m.Dir,
+		"GPULAYER_SANDBOX_TORCH="+m.Torch,
+	)
+	return m, env, nil
+}
+
+// Close stops every machine's SSH server and ends the processes that were
+// started on the machines, so that nothing outlives the sandbox.
+func (s *Sandbox) Close() error {
+	var errs []error
+	for _, srv := range s.servers {
+		if err := srv.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	s.servers = nil
+	if err := stopProcesses(filepath.Join(s.Dir, "machines") + string(filepath.Separator)); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// regions over which machines are spread: two regions of two zones each.
+var regions = []struct {
+	name  string
+	zones []string
+}{
+	{"europe-west1", []string{"europe-west1-b", "europe-west1-c"}},
+	{"us-central1", []string{"us-central1-a", "us-central1-f"}},
+}
+
+// plan decides machine i's name, location, model and torch version. The
+// spread is deterministic: machines come in pairs that share a network
+// group, two pairs per region (one per zone), and models are dealt in turn
+// so that each zone holds different topologies.
+func plan(i, n int, models []recordings.Machine) Machine {
+	width := max(2, len(strconv.Itoa(n)))
+	r := regions[(i/4)%len(regions)]
+	zone := r.zones[(i/2)%len(r.zones)]
+	m := Machine{
+		Name:    fmt.Sprintf("gpu-%0*d", width, i+1),
+		Fleet:   r.name,
+		Region:  r.name,
+		Zone:    zone,
+		Network: fmt.Sprintf("%s-rack%d", zone, i/8+1),
+		Model:   models[i%len(models)],
+		Torch:   "2.5.1+cu124",
+	}
+	if i%4 == 3 {
+		// Every fourth machine runs an older torch, as fleets do while
+		// they are being upgraded.
+		m.Torch = "2.4.1+cu121"
+	}
+	for g := 0; g < m.Model.GPUs; g++ {
+		m.GPUUUIDs = append(m.GPUUUIDs, gpuUUID(m.Name, g))
+	}
+	return m
+}
+
+// gpuUUID is a stable UUID for GPU g of machine name.
+func gpuUUID(name string, g int) string {
+	h := sha256.Sum256([]byte(name + "/" + strconv.Itoa(g)))
+	return fmt.Sprintf("GPU-%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
+}
+
+// PCIBusID is the bus id the sandbox gives GPU g.
+func PCIBusID(g int) string { return fmt.Sprintf("00000000:%02X:00.0", 0x07+g*0x10) }
+
+func writeMachine(m *Machine) error {
+	if err := os.MkdirAll(filepath.Join(m.Dir, "home"), 0o755); err != nil {
+		return fmt.Errorf("sandbox: %w", err)
+	}
+	// A machine that ran GPU processes before is idle again.
+	_ = os.Remove(filepath.Join(m.Dir, "launched"))
+	var gpus strings.Builder
+	for g, uuid := range m.GPUUUIDs {
+		fmt.Fprintf(&gpus, "%d|%s|%s|%s|%d|%s\n", g, uuid, m.Model.GPUName, PCIBusID(g), m.Model.MemoryMiB, m.Model.Driver)
+	}
+	files := map[string]string{"gpus": gpus.String(), "topo.txt": m.Model.Topology()}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(m.Dir, name), []byte(text), 0o644); err != nil {
+			return fmt.Errorf("sandbox: machine %s: %w", m.Name, err)
+		}
+	}
+	return nil
+}
+
+func writeScripts(bin string) error {
+	for _, name := range []string{"nvidia-smi", "python3", "sandbox-shell"} {
+		b, err := scripts.ReadFile("scripts/" + name)
+		if err != nil {
+			return fmt.Errorf("sandbox: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(bin, name), b, 0o755); err != nil {
+			return fmt.Errorf("sandbox: %w", err)
+		}
+	}
+	return nil
+}
+
+// baseEnv is the environment every machine's sessions start with: the
+// sandbox's bin first on PATH, and the real python3 for the python3 shim.
+func baseEnv(bin string) []string {
+	path := os.Getenv("PATH")
+	if path == "" {
+		path = "/usr/local/bin:/usr/bin:/bin"
+	}
+	env := []string{"PATH=" + bin + string(os.PathListSeparator) + path, "LANG=C.UTF-8"}
+	if py, err := exec.LookPath("python3"); err == nil {
+		env = append(env, "GPULAYER_SANDBOX_PYTHON3="+py)
+	}
+	if u := currentUser(); u != "" {
+		env = append(env, "USER="+u, "LOGNAME="+u)
+	}
+	return env
+}
+
+func newSigner() (gossh.Signer, error) {
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: host key: %w", err)
+	}
+	return gossh.NewSignerFromKey(priv)
+}
+
+// writeClientKey writes a new ed25519 key in OpenSSH format (0600) and its
+// .pub, and returns the public key.
+func writeClientKey(path string) (gossh.PublicKey, error) {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: client key: %w", err)
+	}
+	block, err := gossh.MarshalPrivateKey(priv, "gpulayer sandbox")
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: client key: %w", err)
+	}
+	// Remove first: WriteFile keeps the mode of an existing file.
+	_ = os.Remove(path)
+	if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	sshPub, err := gossh.NewPublicKey(pub)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: client key: %w", err)
+	}
+	line := strings.TrimSpace(string(gossh.MarshalAuthorizedKey(sshPub))) + " gpulayer sandbox\n"
+	if err := os.WriteFile(path+".pub", []byte(line), 0o644); err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	return sshPub, nil
+}
+
+func currentUser() string {
+	if u, err := user.Current(); err == nil {
+		return u.Username
+	}
+	return os.Getenv("USER")
+}

@@ -1,0 +1,116 @@
+package facts
+
+import (
+	"time"
+
+	"github.com/gpulayer/gpulayer/topology"
+)
+
+// Version is the version of the Facts document this package writes. A
+// reader refuses documents of another version rather than guess.
+const Version = 1
+
+// Document is a facts snapshot: what every probed host reported at one time.
+// Plans can be made offline from a saved Document.
+type Document struct {
+	Version int    `json:"version"`
+	Hosts   []Host `json:"hosts"`
+}
+
+// Status of one host's probe.
+const (
+	StatusOK          = "ok"          // the script ran and its output was read
+	StatusUnreachable = "unreachable" // no SSH session: dial, handshake, auth or host key
+	StatusFailed      = "failed"      // a session ran but the script failed or timed out
+)
+
+// Host is what one machine reported, and where it is.
+type Host struct {
+	Name    string `json:"name"`
+	Fleet   string `json:"fleet,omitempty"`
+	Address string `json:"address"`
+	Port    int    `json:"port,omitempty"`
+	Status  string `json:"status"`
+	Error   string `json:"error,omitempty"`
+
+	Hostname    string `json:"hostname,omitempty"`
+	Kernel      string `json:"kernel,omitempty"` // `uname -sr`: "Linux 6.1.0-18-amd64"
+	Arch        string `json:"arch,omitempty"`   // `uname -m`: "x86_64"
+	ProductName string `json:"product_name,omitempty"`
+
+	Location Location `json:"location"`
+
+	TorchVersion      string `json:"torch_version,omitempty"`
+	CUDADriverVersion string `json:"cuda_driver_version,omitempty"` // nvidia-smi's driver_version
+
+	GPUs []GPU `json:"gpus"`
+	// FreeGPUs are the indices of GPUs with no compute process, ascending.
+	FreeGPUs []int `json:"free_gpus"`
+
+	// TopologyRaw is the exact output of `nvidia-smi topo -m`, kept so that
+	// a better parser can read an old snapshot again.
+	TopologyRaw string           `json:"topology_raw,omitempty"`
+	Topology    *topology.Matrix `json:"topology,omitempty"`
+
+	PIDs   []PID  `json:"pids,omitempty"`
+	BootID string `json:"boot_id,omitempty"`
+
+	Warnings []string  `json:"warnings,omitempty"`
+	ProbedAt time.Time `json:"probed_at"`
+}
+
+// Location sources, from the most trusted to the least.
+const (
+	SourceProvider    = "provider"     // the record of the provider that created the machine
+	SourceGCEMetadata = "gce-metadata" // the machine's GCE metadata server
+	SourceHost        = "host"         // the host block of the configuration
+	SourceFleet       = "fleet"        // the fleet's defaults
+)
+
+// Location is where a host is. Source names the most trusted source that
+// supplied any of the fields; "" when none did.
+type Location struct {
+	Region       string `json:"region,omitempty"`
+	Zone         string `json:"zone,omitempty"`
+	NetworkGroup string `json:"network_group,omitempty"`
+	Source       string `json:"source,omitempty"`
+}
+
+// GPU is one row of `nvidia-smi --query-gpu`.
+type GPU struct {
+	Index          int       `json:"index"`
+	UUID           string    `json:"uuid"`
+	Name           string    `json:"name"`
+	PCIBusID       string    `json:"pci_bus_id"`
+	MemoryTotalMiB int64     `json:"memory_total_mib"`
+	MemoryUsedMiB  int64     `json:"memory_used_mib"`
+	Processes      []Process `json:"processes"`
+}
+
+// Process is a compute process on a GPU, from
+// `nvidia-smi --query-compute-apps`. Its pid is in the machine's (or its
+// container's) pid namespace.
+type Process struct {
+	PID           int   `json:"pid"`
+	UsedMemoryMiB int64 `json:"used_memory_mib"`
+}
+
+// PID is the liveness of a process the caller asked about (one that state
+// says was launched there). StartTime is field 22 of /proc/PID/stat, in
+// clock ticks after boot: with BootID it tells a process from a later one
+// that reuses its pid.
+type PID struct {
+	PID       int    `json:"pid"`
+	Alive     bool   `json:"alive"`
+	StartTime uint64 `json:"start_time,omitempty"`
+}
+
+// Find returns the host named name, or nil.
+func (d *Document) Find(name string) *Host {
+	for i := range d.Hosts {
+		if d.Hosts[i].Name == name {
+			return &d.Hosts[i]
+		}
+	}
+	return nil
+}

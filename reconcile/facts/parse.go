@@ -1,0 +1,409 @@
+package facts
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/gpulayer/gpulayer/topology"
+)
+
+// Section names of the probe script's output.
+const (
+	sectionHostname    = "hostname"
+	sectionUname       = "uname"
+	sectionProductName = "product_name"
+	sectionGCEZone     = "gce_zone"
+	sectionTorch       = "torch"
+	sectionGPUs        = "gpus"
+	sectionComputeApps = "compute_apps"
+	sectionTopo        = "topo"
+	sectionPIDs        = "pids"
+	sectionBootID      = "boot_id"
+)
+
+// Exit statuses the script's sections report.
+const (
+	exitTimeout  = 124 // timeout(1) stopped the command
+	exitNotFound = 127 // the command is not installed
+	exitNoTorch  = 3   // python3 runs but torch is not installed
+)
+
+// section is one framed part of the script's output.
+type section struct {
+	text     string // the command's standard output, verbatim
+	exit     int    // its exit status; -1 when the frame was cut off
+	complete bool
+}
+
+// Parse reads the output of the probe script run with nonce and returns
+// the host as the machine describes itself: hostname, kernel, GPUs and so
+// on, Status ok, and a warning for every section that is missing, failed or
+// could not be read. It never fails: a machine that prints garbage gets a
+// Host full of warnings. Location holds only the GCE metadata claim, when
+// there is one; the caller merges it with the configuration's
+// (ResolveLocation). Name, Address and ProbedAt are the caller's to set.
+func Parse(output []byte, nonce string) Host {
+	h := Host{Status: StatusOK, GPUs: []GPU{}, FreeGPUs: []int{}}
+	secs, done, warns := splitSections(string(output), nonce)
+	h.Warnings = append(h.Warnings, warns...)
+	if !done {
+		h.warn("the probe's output ended before its end marker: facts may be incomplete")
+	}
+	need := func(name string) (section, bool) {
+		s, ok := secs[name]
+		if !ok {
+			h.warn("section %s is missing from the probe's output", name)
+		}
+		return s, ok
+	}
+
+	if s, ok := need(sectionHostname); ok {
+		h.Hostname = firstLine(s.text)
+	}
+	if s, ok := need(sectionUname); ok {
+		f := strings.Fields(s.text)
+		if s.exit != 0 || len(f) < 3 {
+			h.warn("uname -srm: unexpected output %q (exit %d)", clip(s.text), s.exit)
+		} else {
+			h.Kernel = strings.Join(f[:len(f)-1], " ")
+			h.Arch = f[len(f)-1]
+		}
+	}
+	if s, ok := need(sectionProductName); ok {
+		h.ProductName = firstLine(s.text)
+	}
+	h.parseGCEZone(secs)
+	if s, ok := need(sectionTorch); ok {
+		h.parseTorch(s)
+	}
+	if s, ok := need(sectionGPUs); ok && h.parseGPUs(s) {
+		if s, ok := need(sectionComputeApps); ok {
+			h.parseComputeApps(s)
+		}
+		if s, ok := need(sectionTopo); ok {
+			h.parseTopology(s)
+		}
+	}
+	for _, g := range h.GPUs {
+		if len(g.Processes) == 0 {
+			h.FreeGPUs = append(h.FreeGPUs, g.Index)
+		}
+	}
+	if s, ok := need(sectionPIDs); ok {
+		h.parsePIDs(s)
+	}
+	if s, ok := need(sectionBootID); ok {
+		h.BootID = firstLine(s.text)
+	}
+	return h
+}
+
+func (h *Host) warn(format string, args ...any) {
+	h.Warnings = append(h.Warnings, fmt.Sprintf(format, args...))
+}
+
+// splitSections cuts output into its framed sections. done reports whether
+// the script's end marker was seen.
+func splitSections(out, nonce string) (secs map[string]section, done bool, warns []string) {
+	secs = map[string]section{}
+	prefix := "==gpulayer:" + nonce + ":"
+	begin := prefix + "begin:"
+	rest := out
+	for {
+		i := indexAtLineStart(rest, prefix)
+		if i < 0 {
+			return secs, done, warns
+		}
+		rest = rest[i:]
+		line, after, _ := strings.Cut(rest, "\n")
+		if line == prefix+"done" {
+			done = true
+			rest = after
+			continue
+		}
+		name, ok := strings.CutPrefix(line, begin)
+		if !ok {
+			warns = append(warns, fmt.Sprintf("unexpected frame line %q in the probe's output", clip(line)))
+			rest = after
+			continue
+		}
+		end := "\n" + prefix + "end:" + name + ":"
+		j := strings.Index(after, end)
+		if j < 0 {
+			// Cut off: keep what arrived, so a half-printed matrix is
+			// still reported, and say so.
+			secs[name] = section{text: after, exit: -1}
+			warns = append(warns, fmt.Sprintf("section %s was cut off", name))
+			return secs, false, warns
+		}
+		status, next, _ := strings.Cut(after[j+len(end):], "\n")
+		exit, err := strconv.Atoi(status)
+		if err != nil {
+			exit = -1
+		}
+		if _, dup := secs[name]; dup {
+			warns = append(warns, fmt.Sprintf("section %s appears twice; the first is used", name))
+		} else {
+			secs[name] = section{text: after[:j], exit: exit, complete: true}
+		}
+		rest = next
+	}
+}
+
+// indexAtLineStart is strings.Index for a match that starts a line.
+func indexAtLineStart(s, sub string) int {
+	off := 0
+	for {
+		i := strings.Index(s[off:], sub)
+		if i < 0 {
+			return -1
+		}
+		if off+i == 0 || s[off+i-1] == '\n' {
+			return off + i
+		}
+		off += i + 1
+	}
+}
+
+func (h *Host) parseGCEZone(secs map[string]section) {
+	s, ok := secs[sectionGCEZone]
+	if !ok {
+		if strings.Contains(h.ProductName, "Google Compute Engine") {
+			h.warn("the machine says it is on Google Compute Engine but its metadata zone was not asked")
+		}
+		return
+	}
+	v := firstLine(s.text)
+	if s.exit != 0 || v == "" {
+		h.warn("GCE metadata server: no zone (exit %d)", s.exit)
+		return
+	}
+	// The server answers projects/NUMBER/zones/ZONE.
+	zone := v[strings.LastIndexByte(v, '/')+1:]
+	region := GCERegion(zone)
+	if region == "" {
+		h.warn("GCE metadata server: unexpected zone %q", clip(v))
+		return
+	}
+	h.Location = Location{Region: region, Zone: zone, Source: SourceGCEMetadata}
+}
+
+func (h *Host) parseTorch(s section) {
+	switch s.exit {
+	case 0:
+		h.TorchVersion = firstLine(s.text)
+	case exitNotFound:
+		h.warn("python3 not found: torch version unknown")
+	case exitNoTorch:
+		h.warn("torch is not installed for python3")
+	case exitTimeout:
+		h.warn("python3 timed out reading the torch version")
+	default:
+		h.warn("python3 failed reading the torch version (exit %d)", s.exit)
+	}
+}
+
+// parseGPUs reads `nvidia-smi --query-gpu` rows and reports whether the
+// machine has a working nvidia-smi.
+func (h *Host) parseGPUs(s section) bool {
+	switch {
+	case s.exit == exitNotFound:
+		h.warn("nvidia-smi not found: no GPUs")
+		return false
+	case s.exit == exitTimeout:
+		h.warn("nvidia-smi --query-gpu timed out: GPUs unknown")
+		return false
+	case s.exit != 0:
+		h.warn("nvidia-smi --query-gpu failed (exit %d): %s", s.exit, clip(firstLine(s.text)))
+		return false
+	}
+	driver := ""
+	for n, line := range lines(s.text) {
+		// index, uuid, name, pci.bus_id, memory.total, memory.used,
+		// driver_version; a name may itself hold commas.
+		f := splitCSV(line)
+		if len(f) < 7 {
+			h.warn("nvidia-smi --query-gpu line %d: want 7 fields, got %d: %q", n+1, len(f), clip(line))
+			continue
+		}
+		k := len(f)
+		idx, err := strconv.Atoi(f[0])
+		if err != nil || idx < 0 || idx >= topology.MaxGPUs {
+			h.warn("nvidia-smi --query-gpu line %d: bad index %q", n+1, clip(f[0]))
+			continue
+		}
+		g := GPU{
+			Index:          idx,
+			UUID:           f[1],
+			Name:           strings.Join(f[2:k-4], ", "),
+			PCIBusID:       f[k-4],
+			MemoryTotalMiB: h.mib(f[k-3], "memory.total", n+1),
+			MemoryUsedMiB:  h.mib(f[k-2], "memory.used", n+1),
+			Processes:      []Process{},
+		}
+		if driver == "" {
+			driver = f[k-1]
+		}
+		h.GPUs = append(h.GPUs, g)
+	}
+	sort.SliceStable(h.GPUs, func(i, j int) bool { return h.GPUs[i].Index < h.GPUs[j].Index })
+	for i := 1; i < len(h.GPUs); i++ {
+		if h.GPUs[i].Index == h.GPUs[i-1].Index {
+			h.warn("nvidia-smi --query-gpu lists GPU %d twice", h.GPUs[i].Index)
+		}
+	}
+	h.CUDADriverVersion = driver
+	return true
+}
+
+func (h *Host) parseComputeApps(s section) {
+	if s.exit != 0 {
+		h.warn("nvidia-smi --query-compute-apps failed (exit %d): busy GPUs unknown", s.exit)
+		return
+	}
+	for n, line := range lines(s.text) {
+		f := splitCSV(line)
+		if len(f) != 3 {
+			h.warn("nvidia-smi --query-compute-apps line %d: want 3 fields, got %d: %q", n+1, len(f), clip(line))
+			continue
+		}
+		pid, err := strconv.Atoi(f[1])
+		if err != nil || pid <= 0 {
+			h.warn("nvidia-smi --query-compute-apps line %d: bad pid %q", n+1, clip(f[1]))
+			continue
+		}
+		var used int64
+		if !notAvailable(f[2]) {
+			used = h.mib(f[2], "used_memory", n+1)
+		}
+		g := h.gpuByUUID(f[0])
+		if g == nil {
+			h.warn("nvidia-smi --query-compute-apps line %d: unknown GPU %q", n+1, clip(f[0]))
+			continue
+		}
+		g.Processes = append(g.Processes, Process{PID: pid, UsedMemoryMiB: used})
+	}
+	for i := range h.GPUs {
+		p := h.GPUs[i].Processes
+		sort.SliceStable(p, func(a, b int) bool { return p[a].PID < p[b].PID })
+	}
+}
+
+func (h *Host) parseTopology(s section) {
+	if s.exit != 0 {
+		h.warn("nvidia-smi topo -m failed (exit %d): GPU links unknown", s.exit)
+		return
+	}
+	h.TopologyRaw = s.text
+	m, err := topology.ParseSMI(s.text)
+	if err != nil {
+		h.warn("nvidia-smi topo -m: %v", err)
+		return
+	}
+	h.Topology = m
+	if m.GPUs() != len(h.GPUs) {
+		h.warn("nvidia-smi topo -m shows %d GPUs but --query-gpu lists %d", m.GPUs(), len(h.GPUs))
+	}
+}
+
+func (h *Host) parsePIDs(s section) {
+	for n, line := range lines(s.text) {
+		pidText, stat, _ := strings.Cut(line, " ")
+		pid, err := strconv.Atoi(pidText)
+		if err != nil || pid <= 0 {
+			h.warn("pids line %d: bad pid %q", n+1, clip(pidText))
+			continue
+		}
+		p := PID{PID: pid}
+		if stat != "-" {
+			state, start, err := parseStat(stat)
+			if err != nil {
+				h.warn("pid %d: /proc/%d/stat: %v", pid, pid, err)
+			}
+			p.Alive = state != "Z" && state != "X"
+			p.StartTime = start
+		}
+		h.PIDs = append(h.PIDs, p)
+	}
+}
+
+// parseStat reads the state (field 3) and start time (field 22) of a
+// /proc/PID/stat line. The command name (field 2) is in parentheses and may
+// hold spaces and parentheses, so fields are counted after its last ')'.
+func parseStat(stat string) (state string, start uint64, err error) {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return "", 0, fmt.Errorf("no command name in %q", clip(stat))
+	}
+	f := strings.Fields(stat[i+1:])
+	// f[0] is field 3 (state), so field 22 is f[19].
+	if len(f) < 20 {
+		return "", 0, fmt.Errorf("%d fields after the command name, want at least 20", len(f))
+	}
+	start, err = strconv.ParseUint(f[19], 10, 64)
+	if err != nil {
+		return f[0], 0, fmt.Errorf("start time %q: %v", clip(f[19]), err)
+	}
+	return f[0], start, nil
+}
+
+func (h *Host) gpuByUUID(uuid string) *GPU {
+	for i := range h.GPUs {
+		if h.GPUs[i].UUID == uuid {
+			return &h.GPUs[i]
+		}
+	}
+	return nil
+}
+
+// mib reads a memory amount printed with nounits (MiB); a value nvidia-smi
+// cannot know ("[N/A]") is 0 with a warning.
+func (h *Host) mib(v, field string, line int) int64 {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		h.warn("nvidia-smi line %d: %s %q is not a MiB count", line, field, clip(v))
+		return 0
+	}
+	return n
+}
+
+func notAvailable(v string) bool {
+	return v == "[N/A]" || v == "N/A" || v == "[Not Supported]"
+}
+
+// splitCSV splits a `--format=csv,noheader` line: fields separated by ", ".
+func splitCSV(line string) []string {
+	f := strings.Split(line, ",")
+	for i := range f {
+		f[i] = strings.TrimSpace(f[i])
+	}
+	return f
+}
+
+// lines returns the non-blank lines of text, without their line endings.
+func lines(text string) []string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		l = strings.TrimRight(l, "\r")
+		if strings.TrimSpace(l) != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func firstLine(text string) string {
+	l, _, _ := strings.Cut(strings.TrimLeft(text, "\r\n"), "\n")
+	return strings.TrimSpace(l)
+}
+
+// clip shortens untrusted text quoted in a warning.
+func clip(s string) string {
+	const max = 120
+	if len(s) <= max {
+		return s
+	}
+	return s[:max] + "…"
+}

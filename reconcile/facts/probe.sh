@@ -1,0 +1,160 @@
+# gpulayer probe: prints, in delimited sections, everything a plan needs to
+# know about this machine. reconcile/facts.Parse reads the output and
+# docs/facts.md describes it.
+#
+# Run as: sh -s -- NONCE [PID...] < probe.sh
+#
+# Every section is framed by lines that carry NONCE, a random token chosen by
+# the caller for this run, so text a command prints cannot end a section early:
+#   ==gpulayer:NONCE:begin:NAME
+#   ...the command's standard output, verbatim...
+#   (a newline added by the frame)
+#   ==gpulayer:NONCE:end:NAME:EXIT_STATUS
+# and the output ends with ==gpulayer:NONCE:done.
+#
+# The script is read from standard input, so every command must get its input
+# elsewhere, or it would swallow the rest of the script. Everything below is
+# function definitions until the last line, which runs them with stdin from
+# /dev/null: by then the shell has read the whole script.
+#
+# Forks are kept few (builtins read files), because a probe of 500 machines
+# pays for each one 500 times. Slow commands run under `timeout`: closing an
+# SSH session without a terminal does not stop the remote command.
+
+gpulayer_begin() {
+	printf '==gpulayer:%s:begin:%s\n' "$gpulayer_nonce" "$1"
+}
+
+gpulayer_end() {
+	printf '\n==gpulayer:%s:end:%s:%s\n' "$gpulayer_nonce" "$1" "$2"
+}
+
+# gpulayer_section NAME COMMAND [ARG...] runs COMMAND inside a section.
+gpulayer_section() {
+	gpulayer_name=$1
+	shift
+	gpulayer_begin "$gpulayer_name"
+	"$@"
+	gpulayer_end "$gpulayer_name" "$?"
+}
+
+# gpulayer_cat FILE prints FILE with shell builtins only (no fork).
+gpulayer_cat() {
+	[ -r "$1" ] || return 1
+	while IFS= read -r gpulayer_line || [ -n "$gpulayer_line" ]; do
+		printf '%s\n' "$gpulayer_line"
+	done <"$1"
+}
+
+# gpulayer_bounded SECONDS COMMAND [ARG...] runs COMMAND under timeout(1) when
+# the machine has it.
+gpulayer_bounded() {
+	if [ -n "$gpulayer_timeout" ]; then
+		timeout "$@"
+	else
+		shift
+		"$@"
+	fi
+}
+
+# gpulayer_uname prints what `uname -s -r -m` does, from /proc when it can.
+gpulayer_uname() {
+	if [ -r /proc/sys/kernel/ostype ] && [ -r /proc/sys/kernel/osrelease ] &&
+		[ -r /proc/sys/kernel/arch ] &&
+		IFS= read -r gpulayer_s </proc/sys/kernel/ostype &&
+		IFS= read -r gpulayer_r </proc/sys/kernel/osrelease &&
+		IFS= read -r gpulayer_m </proc/sys/kernel/arch; then
+		printf '%s %s %s\n' "$gpulayer_s" "$gpulayer_r" "$gpulayer_m"
+		return 0
+	fi
+	uname -s -r -m
+}
+
+gpulayer_gce_zone() {
+	gpulayer_url=http://169.254.169.254/computeMetadata/v1/instance/zone
+	if command -v curl >/dev/null 2>&1; then
+		gpulayer_bounded 3 curl -fsS -m 1 -H 'Metadata-Flavor: Google' "$gpulayer_url"
+	elif command -v wget >/dev/null 2>&1; then
+		gpulayer_bounded 3 wget -q -T 1 -t 1 --header='Metadata-Flavor: Google' -O - "$gpulayer_url"
+	else
+		return 127
+	fi
+}
+
+gpulayer_torch() {
+	command -v python3 >/dev/null 2>&1 || return 127
+	# importlib.metadata reads the installed version without importing torch,
+	# which takes seconds and initialises CUDA.
+	gpulayer_bounded 20 python3 -c 'import sys
+try:
+    from importlib.metadata import version, PackageNotFoundError
+except ImportError:
+    import torch
+    print(torch.__version__)
+    sys.exit(0)
+try:
+    print(version("torch"))
+except PackageNotFoundError:
+    sys.exit(3)'
+}
+
+gpulayer_pids() {
+	for gpulayer_pid in "$@"; do
+		case $gpulayer_pid in
+		'' | *[!0-9]*) continue ;;
+		esac
+		gpulayer_stat=
+		if [ -r "/proc/$gpulayer_pid/stat" ] &&
+			IFS= read -r gpulayer_stat <"/proc/$gpulayer_pid/stat"; then
+			printf '%s %s\n' "$gpulayer_pid" "$gpulayer_stat"
+		else
+			printf '%s -\n' "$gpulayer_pid"
+		fi
+	done
+}
+
+gpulayer_probe() {
+	gpulayer_nonce=$1
+	shift
+	gpulayer_timeout=
+	if command -v timeout >/dev/null 2>&1; then
+		gpulayer_timeout=1
+	fi
+
+	if [ -r /proc/sys/kernel/hostname ]; then
+		gpulayer_section hostname gpulayer_cat /proc/sys/kernel/hostname
+	else
+		gpulayer_section hostname uname -n
+	fi
+	gpulayer_section uname gpulayer_uname
+
+	gpulayer_product=
+	if [ -r /sys/class/dmi/id/product_name ]; then
+		IFS= read -r gpulayer_product </sys/class/dmi/id/product_name || :
+	fi
+	gpulayer_section product_name printf '%s\n' "$gpulayer_product"
+	case $gpulayer_product in
+	*'Google Compute Engine'*) gpulayer_section gce_zone gpulayer_gce_zone ;;
+	esac
+
+	gpulayer_section torch gpulayer_torch
+
+	if command -v nvidia-smi >/dev/null 2>&1; then
+		gpulayer_section gpus gpulayer_bounded 20 nvidia-smi \
+			--query-gpu=index,uuid,name,pci.bus_id,memory.total,memory.used,driver_version \
+			--format=csv,noheader,nounits
+		gpulayer_section compute_apps gpulayer_bounded 20 nvidia-smi \
+			--query-compute-apps=gpu_uuid,pid,used_memory \
+			--format=csv,noheader,nounits
+		gpulayer_section topo gpulayer_bounded 20 nvidia-smi topo -m
+	else
+		gpulayer_begin gpus
+		gpulayer_end gpus 127
+	fi
+
+	gpulayer_section pids gpulayer_pids "$@"
+	gpulayer_section boot_id gpulayer_cat /proc/sys/kernel/random/boot_id
+	printf '==gpulayer:%s:done\n' "$gpulayer_nonce"
+}
+
+gpulayer_probe "$@" </dev/null

@@ -1,0 +1,127 @@
+package facts
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// fakeNvidiaSMI answers the probe's three nvidia-smi calls for a 2-GPU
+// machine with one process on GPU 1, and reports text it finds on its
+// standard input: the probe script must never be readable there.
+const fakeNvidiaSMI = `#!/bin/sh
+leak=$(cat)
+[ -z "$leak" ] || echo "stdin leaked: $leak" >&2
+case "$*" in
+*--query-gpu=*) printf '0, GPU-0, NVIDIA GeForce RTX 3090, 00000000:01:00.0, 24576, 3, 550.90.07\n1, GPU-1, NVIDIA GeForce RTX 3090, 00000000:02:00.0, 24576, 20001, 550.90.07\n' ;;
+*--query-compute-apps=*) printf 'GPU-1, 4242, 19998\n' ;;
+"topo -m") cat "$TOPO" ;;
+*) exit 2 ;;
+esac
+`
+
+// runScript runs probe.sh with sh, as an SSH session would, with PATH set
+// to bin only.
+func runScript(t *testing.T, bin string, env []string, args ...string) []byte {
+	t.Helper()
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	cmd := exec.Command(sh, append([]string{"-s", "--", testNonce}, args...)...)
+	cmd.Stdin = strings.NewReader(Script())
+	cmd.Env = append([]string{"PATH=" + bin}, env...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("probe script: %v\n%s", err, stderr.String())
+	}
+	if stderr.Len() > 0 {
+		t.Errorf("probe script wrote to stderr: %s", stderr.String())
+	}
+	return out
+}
+
+// binWith returns a PATH directory holding links to the named system
+// commands.
+func binWith(t *testing.T, commands ...string) string {
+	t.Helper()
+	bin := t.TempDir()
+	for _, c := range commands {
+		p, err := exec.LookPath(c)
+		if err != nil {
+			continue // optional on this computer; the script copes
+		}
+		if err := os.Symlink(p, filepath.Join(bin, c)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return bin
+}
+
+func TestScriptReportsGPUsProcessesAndTopology(t *testing.T) {
+	bin := binWith(t, "uname", "timeout", "cat")
+	if err := os.WriteFile(filepath.Join(bin, "nvidia-smi"), []byte(fakeNvidiaSMI), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	topoFile := filepath.Join("..", "..", "testdata", "topo", "3x-rtx-a6000-nv4-pair-ansi-escapes-tabs.txt")
+	raw, err := os.ReadFile(topoFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	abs, _ := filepath.Abs(topoFile)
+	self := os.Getpid()
+	out := runScript(t, bin, []string{"TOPO=" + abs}, strconv.Itoa(self), "2147483646", "12; rm -rf /", "")
+	h := Parse(out, testNonce)
+
+	if h.TopologyRaw != string(raw) {
+		t.Errorf("topology raw text is not the command's exact output:\n%q\nwant\n%q", h.TopologyRaw, raw)
+	}
+	if len(h.GPUs) != 2 || h.GPUs[1].Processes[0] != (Process{PID: 4242, UsedMemoryMiB: 19998}) {
+		t.Errorf("gpus %+v", h.GPUs)
+	}
+	if !reflect.DeepEqual(h.FreeGPUs, []int{0}) {
+		t.Errorf("free %v", h.FreeGPUs)
+	}
+	want, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if h.BootID != strings.TrimSpace(string(want)) || h.BootID == "" {
+		t.Errorf("boot id %q", h.BootID)
+	}
+	host, _ := os.Hostname()
+	if h.Hostname != host {
+		t.Errorf("hostname %q, want %q", h.Hostname, host)
+	}
+	// Only integer pids are looked at; this process is alive, the other
+	// pid is above any pid_max.
+	if len(h.PIDs) != 2 || h.PIDs[0].PID != self || !h.PIDs[0].Alive || h.PIDs[0].StartTime == 0 || h.PIDs[1].Alive {
+		t.Errorf("pids %+v", h.PIDs)
+	}
+	if h.Arch == "" || !strings.HasPrefix(h.Kernel, "Linux ") {
+		t.Errorf("kernel %q arch %q", h.Kernel, h.Arch)
+	}
+	for _, w := range h.Warnings {
+		// python3 is not on this PATH, which is the only expected warning;
+		// the 3-GPU matrix beside 2 listed GPUs is the other.
+		if !strings.Contains(w, "python3 not found") && !strings.Contains(w, "shows 3 GPUs but --query-gpu lists 2") {
+			t.Errorf("unexpected warning %q", w)
+		}
+	}
+}
+
+func TestScriptOnAMachineWithoutNvidiaSMI(t *testing.T) {
+	h := Parse(runScript(t, binWith(t, "uname"), nil), testNonce)
+	if len(h.GPUs) != 0 || h.Topology != nil {
+		t.Fatalf("gpus %+v", h.GPUs)
+	}
+	if !strings.Contains(strings.Join(h.Warnings, "\n"), "nvidia-smi not found: no GPUs") {
+		t.Fatalf("warnings %q", h.Warnings)
+	}
+	if h.BootID == "" || h.Hostname == "" {
+		t.Fatalf("host %+v", h)
+	}
+}

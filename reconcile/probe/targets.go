@@ -1,0 +1,156 @@
+package probe
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/gpulayer/gpulayer/config"
+	"github.com/gpulayer/gpulayer/reconcile/facts"
+	"github.com/gpulayer/gpulayer/ssh"
+)
+
+// Machines lists the declared hosts of every fleet of cfg, in order (fleets
+// as cfg sorts them, hosts in declaration order), with the SSH target of
+// each. Fleets of machines gpulayer creates have no declared hosts; their
+// machines come from state and a provider, not from here.
+func Machines(cfg *config.Config) ([]Machine, error) {
+	home, _ := os.UserHomeDir()
+	var out []Machine
+	for _, f := range cfg.Fleets {
+		for _, h := range f.Hosts {
+			t, err := Target(h, f.SSH, cfg.Dir, home)
+			if err != nil {
+				return nil, fmt.Errorf("fleet %q, host %q: %w", f.Name, h.Name, err)
+			}
+			out = append(out, Machine{
+				Name:          h.Name,
+				Fleet:         f.Name,
+				Target:        t,
+				Host:          hostOwnLocation(h.Location, f.Location),
+				FleetDefaults: facts.LocationClaim{Region: f.Location.Region, Zone: f.Location.Zone, NetworkGroup: f.Location.NetworkGroup},
+			})
+		}
+	}
+	return out, nil
+}
+
+// hostOwnLocation is what a host block says itself. Host.Location already
+// includes what the host inherits from its fleet; a value equal to the
+// fleet's is counted as the fleet's, so Source says "fleet" for a host that
+// only inherits.
+func hostOwnLocation(h, f config.Location) facts.LocationClaim {
+	own := func(v, inherited string) string {
+		if v == inherited {
+			return ""
+		}
+		return v
+	}
+	return facts.LocationClaim{
+		Region:       own(h.Region, f.Region),
+		Zone:         own(h.Zone, f.Zone),
+		NetworkGroup: own(h.NetworkGroup, f.NetworkGroup),
+	}
+}
+
+// Target is how to reach host with the fleet's ssh block s (nil: the
+// defaults: the current user, port 22, ~/.ssh/known_hosts, strict host key
+// checking, keys from the SSH agent). Relative paths are read from dir, the
+// configuration's directory; "~/" is home.
+func Target(h *config.Host, s *config.SSH, dir, home string) (ssh.Target, error) {
+	if s == nil {
+		s = &config.SSH{}
+	}
+	t := ssh.Target{
+		Name:           h.Name,
+		Address:        h.Address,
+		Port:           firstNonZero(h.Port, s.Port, 22),
+		User:           s.User,
+		KnownHostsFile: expandPath(orDefault(s.KnownHosts, "~/.ssh/known_hosts"), dir, home),
+		HostKeyCheck:   orDefault(s.HostKeyCheck, config.HostKeyStrict),
+		ConnectTimeout: s.ConnectTimeout,
+	}
+	if t.User == "" {
+		t.User = currentUser()
+	}
+	if s.IdentityFile != "" {
+		t.IdentityFiles = []string{expandPath(s.IdentityFile, dir, home)}
+	}
+	if s.Bastion != "" {
+		b, err := parseBastion(s.Bastion, t)
+		if err != nil {
+			return ssh.Target{}, err
+		}
+		t.Bastion = &b
+	}
+	return t, nil
+}
+
+// parseBastion reads "host", "user@host", "host:port" or "user@host:port";
+// the bastion uses the same keys and known_hosts as the host behind it.
+func parseBastion(spec string, via ssh.Target) (ssh.Target, error) {
+	b := ssh.Target{
+		User:           via.User,
+		Port:           22,
+		IdentityFiles:  via.IdentityFiles,
+		KnownHostsFile: via.KnownHostsFile,
+		HostKeyCheck:   via.HostKeyCheck,
+		ConnectTimeout: via.ConnectTimeout,
+	}
+	hostPort := spec
+	if u, rest, ok := strings.Cut(spec, "@"); ok {
+		b.User, hostPort = u, rest
+	}
+	b.Address = hostPort
+	if host, port, err := net.SplitHostPort(hostPort); err == nil {
+		n, err := strconv.Atoi(port)
+		if err != nil || n <= 0 || n > 65535 {
+			return ssh.Target{}, fmt.Errorf("bastion %q: bad port %q", spec, port)
+		}
+		b.Address, b.Port = host, n
+	}
+	if b.Address == "" || b.User == "" {
+		return ssh.Target{}, fmt.Errorf("bastion %q: want host, user@host or user@host:port", spec)
+	}
+	b.Name = "bastion " + b.Address
+	return b, nil
+}
+
+func expandPath(p, dir, home string) string {
+	switch {
+	case p == "~":
+		return home
+	case strings.HasPrefix(p, "~/"):
+		return filepath.Join(home, p[2:])
+	case filepath.IsAbs(p) || dir == "":
+		return p
+	}
+	return filepath.Join(dir, p)
+}
+
+func currentUser() string {
+	if u, err := user.Current(); err == nil {
+		return u.Username
+	}
+	return os.Getenv("USER")
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+func firstNonZero(v ...int) int {
+	for _, x := range v {
+		if x != 0 {
+			return x
+		}
+	}
+	return 0
+}
