@@ -18,8 +18,29 @@ type ParseError struct {
 
 func (e *ParseError) Error() string { return fmt.Sprintf("line %d: %s", e.Line, e.Msg) }
 
+// errAt makes a ParseError. Text from the input is clipped, so a damaged
+// file cannot turn one message into kilobytes.
 func errAt(line int, format string, args ...any) error {
+	for i, a := range args {
+		if s, ok := a.(string); ok {
+			args[i] = clip(s)
+		}
+	}
 	return &ParseError{Line: line, Msg: fmt.Sprintf(format, args...)}
+}
+
+// clip shortens s to at most 40 bytes, at a character boundary, marking the
+// cut with "...".
+func clip(s string) string {
+	const most = 40
+	if len(s) <= most {
+		return s
+	}
+	cut := most - 3
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
 }
 
 // Limits that keep hostile input from costing much; real machines are far
@@ -223,7 +244,7 @@ func ParseSMI(text string) (*Matrix, error) {
 			} else {
 				l, err = ParseLink(tok)
 				if err != nil {
-					return nil, errAt(r.no, "row %s, column %s: %v", label, devices[c], err)
+					return nil, errAt(r.no, "row %s, column %s: unknown link %q (want X, NV<n>, PIX, PXB, PHB, NODE, SYS, SOC or N/A)", label, devices[c], tok)
 				}
 			}
 			if (c == rc) != (l.Kind == LinkSelf) {

@@ -391,6 +391,7 @@ func TestParseSMIRejectsDamagedInputWithTheLine(t *testing.T) {
 		{"too many cells", head + "GPU0     X      PHB     0-11    0   7   8\nGPU1    PHB      X      0-11    0\n", 2, "expected at most 2"},
 		{"damaged row label", head + "GPU0     X      PHB     0-11    0\nGPUX    PHB      X      0-11    0\n", 3, "row GPUX has no column"},
 		{"duplicate row", head + "GPU0     X      PHB     0-11    0\nGPU0     X      PHB     0-11    0\n", 3, "second row labelled GPU0"},
+		{"long damaged cell is clipped", head + "GPU0     X      PHB     0-11    " + strings.Repeat("7-", 500) + "\nGPU1    PHB      X      0-11    0\n", 2, `NUMA Affinity "7-7-7-7-7-7-7-7-7-7-7-7-7-7-7-7-7-7-7..."`},
 		{"bad GPU NUMA ID", "        GPU0    CPU Affinity    NUMA Affinity   GPU NUMA ID\nGPU0     X      0-19    0               four\n", 2, "GPU NUMA ID"},
 	}
 	for _, c := range cases {
@@ -405,6 +406,9 @@ func TestParseSMIRejectsDamagedInputWithTheLine(t *testing.T) {
 			}
 			if pe.Line != c.line || !strings.Contains(err.Error(), c.says) {
 				t.Fatalf("error %q, want line %d saying %q", err, c.line, c.says)
+			}
+			if len(err.Error()) > 300 {
+				t.Fatalf("error is %d bytes long: %.80q...", len(err.Error()), err)
 			}
 		})
 	}
