@@ -318,7 +318,7 @@ func cpuAffinity(g gpu, has driverFeatures) (string, error) {
 	if has.cpuAffinityWithinScope {
 		mask, ret := g.dev.GetCpuAffinityWithinScope(maxCPUs, nvml.AFFINITY_SCOPE_NODE)
 		if ret == nvml.SUCCESS {
-			return formatIDList(maskIDs(mask)), nil
+			return topology.FormatList(maskIDs(mask)), nil
 		}
 		if !notThere(ret) {
 			return "", fmt.Errorf("nvml: %s: CPU affinity: %s", g, ret.Error())
@@ -331,7 +331,7 @@ func cpuAffinity(g gpu, has driverFeatures) (string, error) {
 	if ret != nvml.SUCCESS {
 		return "", fmt.Errorf("nvml: %s: CPU affinity: %s", g, ret.Error())
 	}
-	return formatIDList(maskIDs(mask)), nil
+	return topology.FormatList(maskIDs(mask)), nil
 }
 
 // numaAffinity is the NUMA nodes whose memory is closest to the GPU, nil when

@@ -4,6 +4,8 @@ import (
 	"math/bits"
 	"reflect"
 	"testing"
+
+	"github.com/gpulayer/gpulayer/topology"
 )
 
 func TestMaskIDsListsSetBitsAcrossWords(t *testing.T) {
@@ -32,8 +34,8 @@ func TestFormatIDListWritesRangesLikeNvidiaSmi(t *testing.T) {
 		{[]int{1, 3, 5}, "1,3,5"},
 	}
 	for _, tt := range tests {
-		if got := formatIDList(tt.ids); got != tt.want {
-			t.Errorf("formatIDList(%v) = %q, want %q", tt.ids, got, tt.want)
+		if got := topology.FormatList(tt.ids); got != tt.want {
+			t.Errorf("topology.FormatList(%v) = %q, want %q", tt.ids, got, tt.want)
 		}
 	}
 }
