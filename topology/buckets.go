@@ -185,7 +185,7 @@ func keyOf(s string) strKey {
 	case n >= 4:
 		return strKey{uint64(binary.LittleEndian.Uint32([]byte(s))), uint64(binary.LittleEndian.Uint32([]byte(s[n-4:]))), n}
 	}
-	return strKey{}
+	return strKey{n: n} // compared in full
 }
 
 // is reports whether s equals orig, the string k was made from: from the

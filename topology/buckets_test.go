@@ -1,0 +1,48 @@
+package topology
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestCellHoldsMatchesStringEquality pins the fingerprint comparison that
+// classify uses to find a worker's cell: for every length from 0 to 24 and
+// for strings differing in any one byte (first, middle, last) or in length,
+// cell.holds agrees with comparing the strings.
+func TestCellHoldsMatchesStringEquality(t *testing.T) {
+	var values []string
+	for n := 0; n <= 24; n++ {
+		base := strings.Repeat("z", n)
+		values = append(values, base)
+		for _, at := range []int{0, n / 2, n - 1} {
+			if at >= 0 && at < n {
+				values = append(values, base[:at]+"y"+base[at+1:])
+			}
+		}
+	}
+	for _, a := range values {
+		for _, b := range values {
+			for field := 0; field < 4; field++ {
+				k := cellKey{torch: "2.5.1", region: "europe-west1", zone: "europe-west1-b", ng: "rack-3"}
+				w := Worker{TorchVersion: k.torch, Location: Location{Region: k.region, Zone: k.zone, NetworkGroup: k.ng}}
+				switch field {
+				case 0:
+					k.torch, w.TorchVersion = a, b
+				case 1:
+					k.region, w.Location.Region = a, b
+				case 2:
+					k.zone, w.Location.Zone = a, b
+				case 3:
+					k.ng, w.Location.NetworkGroup = a, b
+				}
+				c := cell{key: k, print: cellPrint{keyOf(k.torch), keyOf(k.region), keyOf(k.zone), keyOf(k.ng)}}
+				if got, want := c.holds(&w), a == b; got != want {
+					t.Fatalf("field %d: cell %q holds worker %q = %v, want %v", field, a, b, got, want)
+				}
+				if got, want := k.holds(&w), a == b; got != want {
+					t.Fatalf("field %d: key %q holds worker %q = %v, want %v", field, a, b, got, want)
+				}
+			}
+		}
+	}
+}
