@@ -18,9 +18,13 @@ import (
 	"github.com/gpulayer/gpulayer/topology"
 )
 
-func startSandbox(t *testing.T, hosts int) *sandbox.Sandbox {
+// shells are the ways machines can run commands; the tests that pin what
+// a probe sees run in each.
+var shells = []string{sandbox.InProcess, "/bin/sh"}
+
+func startSandbox(t *testing.T, hosts int, shell string) *sandbox.Sandbox {
 	t.Helper()
-	sb, err := sandbox.Start(sandbox.Options{Hosts: hosts, Dir: t.TempDir()})
+	sb, err := sandbox.Start(sandbox.Options{Hosts: hosts, Dir: t.TempDir(), Shell: shell})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +56,13 @@ func newPool(t *testing.T) *ssh.Pool {
 }
 
 func TestProbingASandboxReturnsTheRecordingsItServes(t *testing.T) {
-	sb := startSandbox(t, 8)
+	for _, shell := range shells {
+		t.Run(shell, func(t *testing.T) { testProbingReturnsTheRecordings(t, shell) })
+	}
+}
+
+func testProbingReturnsTheRecordings(t *testing.T, shell string) {
+	sb := startSandbox(t, 8, shell)
 	doc := probeSandbox(t, sb, newPool(t))
 	if len(doc.Hosts) != 8 {
 		t.Fatalf("%d hosts probed, want 8", len(doc.Hosts))
@@ -106,7 +116,13 @@ func TestProbingASandboxReturnsTheRecordingsItServes(t *testing.T) {
 }
 
 func TestGPUsOfLiveProcessesShowBusyAndCloseStopsThem(t *testing.T) {
-	sb := startSandbox(t, 2)
+	for _, shell := range shells {
+		t.Run(shell, func(t *testing.T) { testGPUsOfLiveProcessesShowBusy(t, shell) })
+	}
+}
+
+func testGPUsOfLiveProcessesShowBusy(t *testing.T, shell string) {
+	sb := startSandbox(t, 2, shell)
 	pool := newPool(t)
 	m := sb.Machines[0] // a DGX A100
 	target := machineTarget(t, sb, m)
@@ -150,7 +166,7 @@ func TestGPUsOfLiveProcessesShowBusyAndCloseStopsThem(t *testing.T) {
 }
 
 func TestStartWritesKeysKnownHostsAndAConfiguration(t *testing.T) {
-	sb := startSandbox(t, 3)
+	sb := startSandbox(t, 3, "")
 	st, err := os.Stat(sb.KeyPath())
 	if err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("client key: %v %v", st.Mode(), err)
