@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -218,4 +219,49 @@ func alive(pid int) bool {
 	}
 	i := strings.LastIndexByte(string(stat), ')')
 	return i > 0 && i+2 < len(stat) && stat[i+2] != 'Z'
+}
+
+// A launch without `&` or $! is interpreted in-process; the program it
+// starts is still a real process, found busy through /proc like one a
+// real shell started.
+func TestInProcessLaunchMarksTheMachineAndStartsARealProcess(t *testing.T) {
+	sb := startSandbox(t, 1, sandbox.InProcess)
+	pool := newPool(t)
+	m := sb.Machines[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	visible := "1," + m.GPUUUIDs[3]
+	launch := "CUDA_VISIBLE_DEVICES=" + visible + " setsid -f sleep 120 </dev/null >/dev/null 2>&1"
+	if res, err := pool.Run(ctx, machineTarget(t, sb, m), launch, nil); err != nil || res.ExitCode != 0 {
+		t.Fatalf("launch: %v %+v", err, res)
+	}
+	if _, err := os.Stat(filepath.Join(m.Dir, "launched")); err != nil {
+		t.Fatalf("the machine is not marked as launched: %v", err)
+	}
+	doc := probeSandbox(t, sb, pool)
+	h := doc.Find(m.Name)
+	if h == nil || h.Status != facts.StatusOK {
+		t.Fatalf("probe: %+v", h)
+	}
+	p := h.GPUs[1].Processes
+	if len(p) != 1 || !reflect.DeepEqual(h.GPUs[3].Processes, p) {
+		t.Fatalf("GPU 1 processes %+v, GPU 3 %+v; want the launched one on both", p, h.GPUs[3].Processes)
+	}
+	pid := p[0].PID
+	env, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := strings.Split(string(env), "\x00")
+	for _, want := range []string{"GPULAYER_SANDBOX_MACHINE=" + m.Dir, "CUDA_VISIBLE_DEVICES=" + visible} {
+		if !slices.Contains(vars, want) {
+			t.Errorf("pid %d's environment lacks %s", pid, want)
+		}
+	}
+	if err := sb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if alive(pid) {
+		t.Fatalf("pid %d outlived the sandbox", pid)
+	}
 }
