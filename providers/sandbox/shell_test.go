@@ -10,6 +10,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gpulayer/gpulayer/reconcile/facts"
+	"github.com/gpulayer/gpulayer/reconcile/probe"
 )
 
 // runIn runs command with the in-process shell of a one-machine sandbox
@@ -101,5 +104,25 @@ func TestInProcessShellFailsLoudlyOnWhatItCannotRun(t *testing.T) {
 				t.Errorf("status %d, stderr %q; want an error with %q", status, errOut, tc.stderr)
 			}
 		})
+	}
+}
+
+// BenchmarkInProcessProbe runs the facts probe on one machine with the
+// in-process shell: the sandbox's share of a probe's cost.
+func BenchmarkInProcessProbe(b *testing.B) {
+	dir := b.TempDir()
+	m, env, err := Prepare(dir, 0, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sh := &inProcessShell{loginShell: filepath.Join(dir, "bin", "sandbox-shell")}
+	script := facts.Script()
+	command := probe.Command("nonce", nil)
+	for b.Loop() {
+		var out, errOut lockedBuffer
+		status, err := sh.Run(context.Background(), command, env, filepath.Join(m.Dir, "home"), strings.NewReader(script), &out, &errOut)
+		if err != nil || status != 0 || !strings.Contains(out.String(), ":done") {
+			b.Fatalf("status %d %v: %s %s", status, err, out.String(), errOut.String())
+		}
 	}
 }
