@@ -72,11 +72,21 @@ func (s *inProcessShell) Run(ctx context.Context, command string, env []string, 
 		return 255, err
 	}
 	// The session's stdin goes through a pipe, as a real shell's does, so
-	// that real processes can read it and reads can be cancelled.
+	// that real processes can read it and reads can be cancelled. Ours,
+	// not the interpreter's, so that it is closed when the command ends.
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return 255, fmt.Errorf("sandbox shell: %w", err)
+	}
+	defer pr.Close()
+	go func() {
+		io.Copy(pw, stdin)
+		pw.Close()
+	}()
 	r, err := interp.New(
 		interp.Env(expand.ListEnviron(env...)),
 		interp.Dir(dir),
-		interp.StdIO(stdin, stdout, stderr),
+		interp.StdIO(pr, stdout, stderr),
 		interp.ExecHandlers(s.execHandler),
 		interp.CallHandler(refuseBackgroundEval),
 		interp.Params("--", "-c", command),
