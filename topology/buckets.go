@@ -62,7 +62,6 @@ func (g *group) size() int { return int(g.hi - g.lo) }
 func (s *scheduler) classify() {
 	s.index = nil
 	clear(s.slots[:])
-	last := int32(-1)
 	freeTotal := 0
 	for i := range s.ws {
 		w := &s.ws[i]
@@ -71,16 +70,13 @@ func (s *scheduler) classify() {
 			s.excl[r]++
 			continue
 		}
-		c := last
+		// A direct-mapped cache on a few bytes of the key finds the cell
+		// whether the fleet is listed zone by zone or round robin.
+		slot := &s.slots[slotOf(w)]
+		c := *slot - 1
 		if c < 0 || !s.cells[c].key.holds(w) {
-			// A direct-mapped cache on a few bytes of the key: fleets listed
-			// zone by zone hit last, fleets listed round robin hit here.
-			slot := &s.slots[slotOf(w)]
-			if c = *slot - 1; c < 0 || !s.cells[c].key.holds(w) {
-				c = s.cellFor(w)
-				*slot = c + 1
-			}
-			last = c
+			c = s.cellFor(w)
+			*slot = c + 1
 		}
 		s.cells[c].compat++
 		free := count(w.freeSet())
@@ -154,25 +150,30 @@ func sameString(a, b string) bool {
 	if len(a) != len(b) {
 		return false
 	}
-	if len(a) > 0 && a[len(a)-1] != b[len(b)-1] {
-		return false
+	if len(a) == 0 {
+		return true
 	}
-	return a == b
+	return a[len(a)-1] == b[len(b)-1] && a == b
 }
 
 // slotCount is the size of the cell cache in classify.
 const slotCount = 64
 
 // slotOf hashes the bytes where locations usually differ: the zone's
-// length and last byte, and the region's last byte.
+// length and last byte, and the region's and torch version's last bytes.
+// It reads all three strings up front, so that the memory loads of a
+// worker's key overlap instead of following one another.
 func slotOf(w *Worker) int {
-	z, r := w.Location.Zone, w.Location.Region
+	z, r, t := w.Location.Zone, w.Location.Region, w.TorchVersion
 	h := uint(len(z))
 	if len(z) > 0 {
 		h += uint(z[len(z)-1]) * 7
 	}
 	if len(r) > 0 {
 		h += uint(r[len(r)-1]) * 131
+	}
+	if len(t) > 0 {
+		h += uint(t[len(t)-1]) * 17
 	}
 	return int(h % slotCount)
 }
@@ -258,7 +259,13 @@ func (s *scheduler) buckets(level Level) ([]group, LevelExplanation) {
 		i = j
 	}
 	s.groups = out
-	exp.Buckets = make([]BucketExplanation, len(out))
+	if len(s.bucketSpace) < len(out) {
+		// One allocation for every level this call may try (countBuckets).
+		s.bucketSpace = make([]BucketExplanation, max(len(out), s.bucketsLeft))
+	}
+	exp.Buckets = s.bucketSpace[:len(out):len(out)]
+	s.bucketSpace = s.bucketSpace[len(out):]
+	s.bucketsLeft -= len(out)
 	for i, g := range out {
 		k := &s.cells[g.clo].key
 		exp.Buckets[i] = BucketExplanation{
@@ -271,6 +278,25 @@ func (s *scheduler) buckets(level Level) ([]group, LevelExplanation) {
 		exp.Excluded = []Exclusion{{Reason: ReasonNoValue, Workers: noValue}}
 	}
 	return out, exp
+}
+
+// countBuckets counts the buckets of the given levels without building
+// them, so that their explanations can share one allocation.
+func (s *scheduler) countBuckets(levels []Level) int {
+	n := 0
+	for _, level := range levels {
+		depth := depthOf(level)
+		for i := 0; i < len(s.cells); i++ {
+			c := &s.cells[i]
+			if depth > 0 && c.key.field(depth) == "" {
+				continue
+			}
+			if i == 0 || !samePrefix(&s.cells[i-1].key, &c.key, depth) || depth > 0 && s.cells[i-1].key.field(depth) == "" {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 func samePrefix(a, b *cellKey, depth int) bool {

@@ -126,6 +126,7 @@ func torchWords(v string) string {
 // europe-west1-b, torch 2.5.1)".
 func placedSummary(d *Decision, spans []GroupCount) string {
 	var b strings.Builder
+	b.Grow(96 + 12*min(len(d.Workers), summaryIDs))
 	b.WriteString("placed on worker group [")
 	for i, p := range d.Workers {
 		if i == summaryIDs {
@@ -184,42 +185,51 @@ func plural(l Level) string {
 func unplacedSummary(d *Decision, level Level, nodes int, best *BucketExplanation, torchVersions int) string {
 	var b strings.Builder
 	b.WriteString(string(d.Status) + ": ")
-	free := "free "
-	count := func(x *BucketExplanation) int { return x.Free }
-	if d.Unschedulable {
-		free = ""
-		count = func(x *BucketExplanation) int { return x.Eligible }
-	}
-	with := ""
 	switch {
-	case torchVersions == 1 && best != nil:
-		with = " with " + torchWords(best.TorchVersion)
-	case torchVersions > 1:
-		with = " with one torch version"
-	}
-	if level == LevelAny {
-		fmt.Fprintf(&b, "fewer than %d %sworkers%s", nodes, free, strings.Replace(with, " with", " share", 1))
-		if with == "" {
-			fmt.Fprintf(&b, " are eligible")
-		}
-	} else {
-		fmt.Fprintf(&b, "no %s has %d %sworkers%s", level.words(), nodes, free, with)
-	}
-	if d.Unschedulable {
-		b.WriteString(", even with every worker idle")
-	}
-	switch {
+	case best == nil && level == LevelAny:
+		b.WriteString("no worker is eligible")
 	case best == nil:
-		b.WriteString(" (best: none)")
-	case level == LevelAny:
-		fmt.Fprintf(&b, " (best: %s with %d of %d)", torchWords(best.TorchVersion), count(best), nodes)
-	case torchVersions > 1:
-		fmt.Fprintf(&b, " (best: %s with %d of %d, %s)", best.Location.At(level), count(best), nodes, torchWords(best.TorchVersion))
+		fmt.Fprintf(&b, "no eligible worker reports a %s", level.words())
 	default:
-		fmt.Fprintf(&b, " (best: %s with %d of %d)", best.Location.At(level), count(best), nodes)
+		free, have := "free ", best.Free
+		if d.Unschedulable {
+			free, have = "", best.Eligible
+		}
+		torch := torchWords(best.TorchVersion)
+		if torchVersions > 1 {
+			torch = "one torch version"
+		}
+		switch {
+		case level != LevelAny:
+			fmt.Fprintf(&b, "no %s has %s with %s", level.words(), workers(nodes, free), torch)
+		case nodes == 1:
+			fmt.Fprintf(&b, "no %sworker with %s", free, torch)
+		default:
+			fmt.Fprintf(&b, "fewer than %s share %s", workers(nodes, free), torch)
+		}
+		if d.Unschedulable {
+			b.WriteString(", even with every worker idle")
+		}
+		where := best.Location.At(level)
+		if level == LevelAny {
+			where = torchWords(best.TorchVersion)
+		}
+		fmt.Fprintf(&b, " (best: %s with %d of %d", where, have, nodes)
+		if torchVersions > 1 && level != LevelAny {
+			b.WriteString(", " + torchWords(best.TorchVersion))
+		}
+		b.WriteString(")")
 	}
 	if d.Unschedulable && d.Status == StatusWaiting {
 		b.WriteString(`; on_unschedulable = "wait" keeps it waiting`)
 	}
 	return b.String()
+}
+
+// workers writes "4 free workers", "1 free worker".
+func workers(n int, adjective string) string {
+	if n == 1 {
+		return "1 " + adjective + "worker"
+	}
+	return strconv.Itoa(n) + " " + adjective + "workers"
 }

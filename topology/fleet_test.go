@@ -8,53 +8,15 @@ import (
 
 // Helpers that build fleets for the placement tests and benchmarks.
 
-// matrixRows builds a matrix from the GPU rows of an `nvidia-smi topo -m`
-// table (the GPU columns only), as recorded in testdata/topo.
-func matrixRows(t testing.TB, rows ...string) *Matrix {
-	t.Helper()
-	m := &Matrix{}
-	for _, r := range rows {
-		var row []Link
-		for _, tok := range strings.Fields(r) {
-			l, err := ParseLink(tok)
-			if err != nil {
-				t.Fatalf("row %q: %v", r, err)
-			}
-			row = append(row, l)
-		}
-		m.Links = append(m.Links, row)
-	}
-	return m
-}
-
-// hgxH100 is testdata/topo/hgx-h100-8x-nv18-gpunumaid-nonic.txt: eight
-// GPUs, every pair NV18.
+// hgxH100 is the recorded HGX H100: eight GPUs, every pair NV18.
 func hgxH100(t testing.TB) *Matrix {
-	rows := make([]string, 8)
-	for i := range rows {
-		toks := make([]string, 8)
-		for j := range toks {
-			toks[j] = "NV18"
-		}
-		toks[i] = "X"
-		rows[i] = strings.Join(toks, " ")
-	}
-	return matrixRows(t, rows...)
+	return mustParse(t, "hgx-h100-8x-nv18-gpunumaid-nonic.txt")
 }
 
-// dgx1V100 is testdata/topo/dgx1-v100-8x-nv1-nv2-mlx5-driver440.txt: the
-// NVLink hybrid cube mesh (NV1 and NV2 inside each half, SYS across).
+// dgx1V100 is the recorded DGX-1: the NVLink hybrid cube mesh (NV1 and NV2
+// inside each half, SYS across).
 func dgx1V100(t testing.TB) *Matrix {
-	return matrixRows(t,
-		"X NV1 NV1 NV2 NV2 SYS SYS SYS",
-		"NV1 X NV2 NV1 SYS NV2 SYS SYS",
-		"NV1 NV2 X NV2 SYS SYS NV1 SYS",
-		"NV2 NV1 NV2 X SYS SYS SYS NV1",
-		"NV2 SYS SYS SYS X NV1 NV1 NV2",
-		"SYS NV2 SYS SYS NV1 X NV2 NV1",
-		"SYS SYS NV1 SYS NV1 NV2 X NV2",
-		"SYS SYS SYS NV1 NV2 NV1 NV2 X",
-	)
+	return mustParse(t, "dgx1-v100-8x-nv1-nv2-mlx5-driver440.txt")
 }
 
 // loc reads "region/zone/network-group"; missing or "-" parts are unknown.
@@ -94,6 +56,7 @@ var adrZones = []Location{
 // separate probes give), spread round robin over adrZones, every other one
 // busy on all its GPUs.
 func adrFleet(t testing.TB, n int) []Worker {
+	text := readRecording(t, "../testdata/topo", "hgx-h100-8x-nv18-gpunumaid-nonic.txt")
 	ws := make([]Worker, n)
 	for i := range ws {
 		z := adrZones[i%len(adrZones)]
@@ -104,7 +67,7 @@ func adrFleet(t testing.TB, n int) []Worker {
 			Location:        Location{Region: strings.Clone(z.Region), Zone: strings.Clone(z.Zone)},
 			LocationTrusted: true,
 			TorchVersion:    strings.Clone("2.5.1"),
-			Matrix:          hgxH100(t),
+			Matrix:          mustParseText(t, text),
 			GPUs:            8,
 			Free:            AllDevices(8),
 			FreeMemoryMiB:   8 * 80 << 10,
@@ -124,4 +87,12 @@ func ids(d Decision) []string {
 		out[i] = p.Worker
 	}
 	return out
+}
+
+func mustParseText(t testing.TB, text string) *Matrix {
+	m, err := ParseSMI(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }

@@ -7,20 +7,24 @@ import (
 
 // String writes the set as a Linux list: "0,5-11". A nil (unknown) set is
 // "".
-func (s NUMASet) String() string {
+func (s NUMASet) String() string { return FormatList(s) }
+
+// FormatList writes sorted numbers as a Linux list, runs as ranges:
+// [0 5 6 7] is "0,5-7".
+func FormatList(sorted []int) string {
 	var b strings.Builder
-	for i := 0; i < len(s); {
+	for i := 0; i < len(sorted); {
 		j := i
-		for j+1 < len(s) && s[j+1] == s[j]+1 {
+		for j+1 < len(sorted) && sorted[j+1] == sorted[j]+1 {
 			j++
 		}
 		if b.Len() > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString(strconv.Itoa(s[i]))
+		b.WriteString(strconv.Itoa(sorted[i]))
 		if j > i {
 			b.WriteByte('-')
-			b.WriteString(strconv.Itoa(s[j]))
+			b.WriteString(strconv.Itoa(sorted[j]))
 		}
 		i = j + 1
 	}

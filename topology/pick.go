@@ -59,20 +59,30 @@ var preparedCache struct {
 func preparedFor(m *Matrix) (*Prepared, error) {
 	c := &preparedCache
 	c.mu.Lock()
-	for _, e := range c.entries {
-		if e.m == m && e.p.builtFrom(m) {
-			c.mu.Unlock()
-			return e.p, nil
+	var cached *Prepared
+	slot := -1
+	for i, e := range c.entries {
+		if e.m == m {
+			cached, slot = e.p, i
+			break
 		}
 	}
 	c.mu.Unlock()
+	// The check reads the whole matrix, so it runs outside the lock;
+	// entries are never changed in place, only replaced.
+	if cached != nil && cached.builtFrom(m) {
+		return cached, nil
+	}
 	p, err := PrepareMatrix(m)
 	if err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
-	c.entries[c.next].m, c.entries[c.next].p = m, p
-	c.next = (c.next + 1) % len(c.entries)
+	if slot < 0 || c.entries[slot].m != m {
+		slot = c.next
+		c.next = (c.next + 1) % len(c.entries)
+	}
+	c.entries[slot].m, c.entries[slot].p = m, p
 	c.mu.Unlock()
 	return p, nil
 }
@@ -80,7 +90,7 @@ func preparedFor(m *Matrix) (*Prepared, error) {
 // builtFrom reports whether m still says what p was built from.
 func (p *Prepared) builtFrom(m *Matrix) bool {
 	n := p.n
-	if m.GPUs() != n || len(m.NUMAAffinity) != len(p.numaSets) {
+	if m.GPUs() != n || len(m.NUMAAffinity) != p.numaRows {
 		return false
 	}
 	for i := 0; i < n; i++ {
@@ -97,10 +107,12 @@ func (p *Prepared) builtFrom(m *Matrix) bool {
 	if nicLocalOf(m) != p.nicLocal {
 		return false
 	}
-	for i, set := range m.NUMAAffinity {
-		if !slices.Equal(set, p.numaSets[i]) {
+	flat := p.numaFlat
+	for _, set := range m.NUMAAffinity {
+		if len(flat) < 1+len(set) || flat[0] != len(set) || !slices.Equal(set, flat[1:1+len(set)]) {
 			return false
 		}
+		flat = flat[1+len(set):]
 	}
 	return true
 }
@@ -125,16 +137,15 @@ func nicLocalOf(m *Matrix) DeviceSet {
 // once built, so one Prepared may serve concurrent picks.
 type Prepared struct {
 	n int
-	// links and numaSets are copies of what the tables were built from,
-	// for the cache in PickDevices to check against.
+	// links, numaRows and numaFlat (each NUMA set as its length, then its
+	// nodes) copy what the tables were built from, for the cache in
+	// PickDevices to check against.
 	links    []Link
-	numaSets []NUMASet
+	numaRows int
+	numaFlat []int
 
 	score  []int32 // n*n, row-major, 0 on the diagonal
 	levels []int32 // distinct pair scores, highest first
-	// topSum[i*n+r] is the sum of the r highest scores in GPU i's row: no
-	// r partners can give i more.
-	topSum []int32
 	// atLeast[l*n+i] holds the GPUs j != i with score(i, j) >= levels[l].
 	atLeast  []DeviceSet
 	nicLocal DeviceSet // GPUs with a NIC at PIX or PXB
@@ -155,6 +166,16 @@ type Prepared struct {
 	// every ranking number and gives a smaller index list, so the best set
 	// never holds i without all of them.
 	twinsBefore [2][]DeviceSet
+	hasTwins    [2]bool
+	// On machines of at most smallMachine GPUs where no two GPUs are
+	// interchangeable (the DGX-1 cube mesh), the search would visit nearly
+	// every subset, so subsetTotal[S] and subsetBottom[S] hold the total
+	// and the lowest pair score of every subset S (bottom is maxInt32 below
+	// two GPUs) and a pick scores each k-subset by lookups instead. With
+	// interchangeable GPUs the search is cheaper: it skips all but one of
+	// each group of equal sets.
+	subsetTotal  []int32
+	subsetBottom []int32
 }
 
 // PrepareMatrix builds the search tables for m. It fails on a matrix that
@@ -177,9 +198,15 @@ func (p *Prepared) build(m *Matrix) error {
 	if n == 0 {
 		return nil
 	}
-	p.numaSets = make([]NUMASet, len(m.NUMAAffinity))
-	for i, set := range m.NUMAAffinity {
-		p.numaSets[i] = slices.Clone(set)
+	p.numaRows = len(m.NUMAAffinity)
+	flatLen := 0
+	for _, set := range m.NUMAAffinity {
+		flatLen += 1 + len(set)
+	}
+	p.numaFlat = make([]int, 0, flatLen)
+	for _, set := range m.NUMAAffinity {
+		p.numaFlat = append(p.numaFlat, len(set))
+		p.numaFlat = append(p.numaFlat, set...)
 	}
 	var levelBuf [16]int32 // most machines have a handful of distinct links
 	levels := levelBuf[:0]
@@ -202,27 +229,15 @@ func (p *Prepared) build(m *Matrix) error {
 	slices.Sort(levels)
 	slices.Reverse(levels)
 
-	ints := make([]int32, 2*n*n+len(levels))
+	ints := make([]int32, n*n+len(levels))
 	p.score = ints[: n*n : n*n]
-	p.topSum = ints[n*n : 2*n*n : 2*n*n]
-	p.levels = ints[2*n*n:]
+	p.levels = ints[n*n:]
 	copy(p.levels, levels)
 	for i := 0; i < n; i++ {
 		for j := 0; j < n; j++ {
 			if i != j {
 				p.score[i*n+j] = int32(m.Links[i][j].Score())
 			}
-		}
-		// topSum row: the scores sorted highest first, then prefix sums.
-		// The diagonal's 0 sorts last and is never needed.
-		sorted := p.topSum[i*n : i*n+n]
-		copy(sorted, p.score[i*n:i*n+n])
-		slices.Sort(sorted)
-		slices.Reverse(sorted)
-		var sum int32
-		for r, sc := range sorted {
-			sorted[r] = sum
-			sum += sc
 		}
 	}
 
@@ -283,9 +298,25 @@ func (p *Prepared) build(m *Matrix) error {
 			p.noNUMA |= 1 << uint(i)
 		}
 	}
+	// A GPU's NUMA nodes are private when no other GPU has any of them.
+	var private DeviceSet
+	for i := 0; i < n; i++ {
+		shared := false
+		for j := 0; j < n && !shared; j++ {
+			for w := 0; j != i && w < p.numaWords; w++ {
+				if p.numa[i*p.numaWords+w]&p.numa[j*p.numaWords+w] != 0 {
+					shared = true
+					break
+				}
+			}
+		}
+		if !shared {
+			private |= 1 << uint(i)
+		}
+	}
 	for i := 0; i < n; i++ {
 		for j := 0; j < i; j++ {
-			if p.interchangeable(i, j) {
+			if p.interchangeable(i, j, private) {
 				p.twinsBefore[0][i] |= 1 << uint(j)
 				if p.nicLocal.Has(i) == p.nicLocal.Has(j) {
 					p.twinsBefore[1][i] |= 1 << uint(j)
@@ -293,14 +324,98 @@ func (p *Prepared) build(m *Matrix) error {
 			}
 		}
 	}
+	for mode := range p.twinsBefore {
+		for _, t := range p.twinsBefore[mode] {
+			p.hasTwins[mode] = p.hasTwins[mode] || t != 0
+		}
+	}
+	if n <= smallMachine && !(p.hasTwins[0] && p.hasTwins[1]) {
+		p.buildSubsetTables()
+	}
 	return nil
 }
 
-func (p *Prepared) interchangeable(i, j int) bool {
-	for w := 0; w < p.numaWords; w++ {
-		if p.numa[i*p.numaWords+w] != p.numa[j*p.numaWords+w] {
-			return false
+// interchangeable reports whether swapping GPUs i and j in any set keeps
+// its total, bottleneck, cross score and NUMA count: they have the same
+// scores to every other GPU, and the same NUMA set or private NUMA sets of
+// the same size (each then adds its own nodes to any set, whatever else it
+// holds: one GPU per NUMA node, as on 8-socket-domain PCIe servers).
+// smallMachine is the most GPUs for which Prepared keeps a table entry per
+// subset (2^10 entries of two int32s: 8 KiB).
+const smallMachine = 10
+
+const maxInt32 = int32(^uint32(0) >> 1)
+
+// buildSubsetTables fills subsetTotal and subsetBottom, each subset from
+// the one without its highest GPU.
+func (p *Prepared) buildSubsetTables() {
+	n := p.n
+	size := 1 << uint(n)
+	tables := make([]int32, 2*size)
+	total, bottom := tables[:size:size], tables[size:]
+	bottom[0] = maxInt32
+	for set := 1; set < size; set++ {
+		h := bits.Len(uint(set)) - 1
+		rest := set &^ (1 << uint(h))
+		t, b := total[rest], bottom[rest]
+		row := p.score[h*n : h*n+n]
+		for r := rest; r != 0; r &= r - 1 {
+			sc := row[bits.TrailingZeros(uint(r))]
+			t += sc
+			b = min(b, sc)
 		}
+		total[set], bottom[set] = t, b
+	}
+	p.subsetTotal, p.subsetBottom = total, bottom
+}
+
+// pickSmall scores every k-subset of free by table lookups: the bottleneck
+// first, then the rest of the ranking through consider. The cross score is
+// total(free) - total(set) - total(free minus set).
+func (s *searcher) pickSmall(free DeviceSet, k int) {
+	p := s.p
+	var idx [smallMachine]int
+	f := 0
+	for c := free; c != 0; c &= c - 1 {
+		idx[f] = bits.TrailingZeros64(uint64(c))
+		f++
+	}
+	totalFree := p.subsetTotal[free]
+	bestBottom := int32(-1)
+	// Gosper's hack walks the k-subsets of f positions; each is mapped
+	// onto the free GPUs.
+	for comb := uint(1)<<uint(k) - 1; comb < 1<<uint(f); {
+		var set DeviceSet
+		for c := comb; c != 0; c &= c - 1 {
+			set |= 1 << uint(idx[bits.TrailingZeros(c)])
+		}
+		if b := p.subsetBottom[set]; b >= bestBottom {
+			if b > bestBottom {
+				bestBottom = b
+				s.res.found = false
+			}
+			t := p.subsetTotal[set]
+			cross := totalFree - t - p.subsetTotal[free&^set]
+			s.consider(set, t, cross+2*t)
+		}
+		low := comb & -comb
+		r := comb + low
+		comb = r | ((r^comb)>>2)>>uint(bits.TrailingZeros(low))
+	}
+}
+
+func (p *Prepared) interchangeable(i, j int, private DeviceSet) bool {
+	w := p.numaWords
+	same := true
+	ci, cj := 0, 0
+	for x := 0; x < w; x++ {
+		a, b := p.numa[i*w+x], p.numa[j*w+x]
+		same = same && a == b
+		ci += a.Len()
+		cj += b.Len()
+	}
+	if !same && !(private.Has(i) && private.Has(j) && ci == cj) {
+		return false
 	}
 	n := p.n
 	for x := 0; x < n; x++ {
@@ -372,11 +487,15 @@ func (p *Prepared) pickSet(free DeviceSet, k int, opts PickOptions, r *pickResul
 	}
 
 	s := searcher{p: p, k: k, free: free, res: r}
+	mode := 0
 	if opts.MultiNode {
 		s.nicLocal = p.nicLocal
-		s.twins = p.twinsBefore[1]
-	} else {
-		s.twins = p.twinsBefore[0]
+		mode = 1
+	}
+	s.twins = p.twinsBefore[mode]
+	if p.subsetTotal != nil && !p.hasTwins[mode] {
+		s.pickSmall(free, k)
+		return r.set, nil
 	}
 	// rowFree[i]: the sum of GPU i's scores to the other free GPUs. The
 	// cross score of a set S is then sum(rowFree over S) - 2*total(S).
@@ -403,7 +522,7 @@ func (p *Prepared) pickSet(free DeviceSet, k int, opts PickOptions, r *pickResul
 	for l := range p.levels {
 		s.adj = p.atLeast[l*n : l*n+n]
 		cand := s.core(free)
-		if cand.Len() < k {
+		if cand.Len() < k || s.colors(cand) < k {
 			continue
 		}
 		s.search(0, cand, 0, 0)
@@ -453,6 +572,26 @@ func (s *searcher) core(cand DeviceSet) DeviceSet {
 	}
 }
 
+// colors greedily colours the candidates' graph at the current level so
+// that linked GPUs differ in colour. A clique needs a colour per member, so
+// fewer colours than k means no k-clique: the level fails without a search.
+func (s *searcher) colors(cand DeviceSet) int {
+	var classes [MaxGPUs]DeviceSet
+	used := 0
+	for c := cand; c != 0; c &= c - 1 {
+		v := bits.TrailingZeros64(uint64(c))
+		x := 0
+		for x < used && classes[x]&s.adj[v] != 0 {
+			x++
+		}
+		if x == used {
+			used++
+		}
+		classes[x] |= 1 << uint(v)
+	}
+	return used
+}
+
 // search extends chosen (depth members, total pair score total, sum of
 // rowFree rowSum) with members of cand, all higher than chosen's members
 // and linked to all of them at the current level.
@@ -460,7 +599,7 @@ func (s *searcher) search(chosen, cand DeviceSet, total, rowSum int32) {
 	p := s.p
 	n := p.n
 	left := s.k - bits.OnesCount64(uint64(chosen))
-	if left >= 2 && s.res.found && s.cannotBeat(chosen, cand, left, total, rowSum) {
+	if left >= 2 && s.res.found && !fewSets(cand.Len(), left) && s.cannotBeat(chosen, cand, left, total, rowSum) {
 		return
 	}
 	for cand != 0 {
@@ -500,6 +639,32 @@ func (s *searcher) search(chosen, cand DeviceSet, total, rowSum int32) {
 	}
 }
 
+// fewSets reports whether there are at most 24 ways to choose k of n:
+// scoring that few sets costs less than bounding them.
+func fewSets(n, k int) bool { return fewSetsTable[n][k] }
+
+// fewSetsTable answers fewSets for every n and k up to MaxGPUs; the search
+// asks at every node, so it is not worked out each time.
+var fewSetsTable = func() (t [MaxGPUs + 1][MaxGPUs + 1]bool) {
+	for n := 0; n <= MaxGPUs; n++ {
+		for k := 0; k <= MaxGPUs; k++ {
+			c := 1
+			t[n][k] = true
+			if k > n {
+				continue // no way at all
+			}
+			for i := 1; i <= k; i++ {
+				c = c * (n - k + i) / i
+				if c > 24 {
+					t[n][k] = false
+					break
+				}
+			}
+		}
+	}
+	return t
+}()
+
 // cannotBeat reports whether no set completing chosen from cand can rank
 // before the best found so far. Every such set comes later in
 // lexicographic order, so it must beat the best outright; an optimistic
@@ -536,16 +701,14 @@ func (s *searcher) cannotBeat(chosen, cand DeviceSet, left int, total, rowSum in
 
 // mostTotal is an upper bound on the total of chosen plus left more GPUs
 // from cand. Each new GPU v brings its scores to chosen (gain) and half its
-// scores to the other new GPUs, at most half of topSum[v][left-1]; the
-// bound adds the left best such values.
+// scores to the other new GPUs, at most half of its left-1 best scores to
+// the other candidates; the bound adds the left best such values.
 func (s *searcher) mostTotal(cand DeviceSet, left int, total int32) int32 {
-	p := s.p
-	n := p.n
 	var w [MaxGPUs]int32
 	cnt := 0
 	for c := cand; c != 0; c &= c - 1 {
 		v := bits.TrailingZeros64(uint64(c))
-		w[cnt] = 2*s.gain[v] + p.topSum[v*n+left-1]
+		w[cnt] = 2*s.gain[v] + s.bestScores(v, cand&^(1<<uint(v)), left-1)
 		cnt++
 	}
 	var sum int32
@@ -561,6 +724,23 @@ func (s *searcher) mostTotal(cand DeviceSet, left int, total int32) int32 {
 		cnt--
 	}
 	return total + sum/2
+}
+
+// bestScores is the sum of the r highest scores from GPU v to GPUs in
+// among, counted level by level from the atLeast masks.
+func (s *searcher) bestScores(v int, among DeviceSet, r int) int32 {
+	p := s.p
+	n := p.n
+	var sum int32
+	had := 0
+	for l := 0; l < len(p.levels) && r > 0; l++ {
+		c := (p.atLeast[l*n+v] & among).Len()
+		take := min(c-had, r)
+		sum += int32(take) * p.levels[l]
+		r -= take
+		had = c
+	}
+	return sum
 }
 
 // leastNUMA is a lower bound on the NUMA count of chosen plus left more

@@ -109,6 +109,19 @@ func randomMatrix(rng *rand.Rand, n int) *Matrix {
 		}
 		m.GPUNUMAID[i] = -1
 	}
+	if rng.Intn(3) == 0 {
+		// One private NUMA set per GPU, of one or two nodes, as on servers
+		// with a NUMA node per GPU.
+		for i := range m.NUMAAffinity {
+			if rng.Intn(4) == 0 {
+				m.NUMAAffinity[i] = NUMASet{100 + 2*i, 101 + 2*i}
+			} else if rng.Intn(8) > 0 {
+				m.NUMAAffinity[i] = NUMASet{100 + 2*i}
+			} else {
+				m.NUMAAffinity[i] = nil
+			}
+		}
+	}
 	base := rng.Intn(len(kinds) - levels + 1)
 	for i := 0; i < n; i++ {
 		for j := i + 1; j < n; j++ {
@@ -121,7 +134,7 @@ func randomMatrix(rng *rand.Rand, n int) *Matrix {
 
 func TestPickDevicesEqualsReferenceOnRandomMachines(t *testing.T) {
 	rng := rand.New(rand.NewSource(7))
-	for round := 0; round < 60; round++ {
+	for round := 0; round < 120; round++ {
 		n := 1 + rng.Intn(12)
 		m := randomMatrix(rng, n)
 		masks := freeMasks(n, int64(round))
@@ -245,4 +258,74 @@ func TestPickDevicesSeesMatrixChangedInPlace(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(third, want) {
 		t.Fatalf("after the NUMA change: %+v, want %+v (%v)", third, want, err)
 	}
+	// Only the NUMA sets change: GPU3 joins GPU0's node.
+	m.NUMAAffinity[3] = NUMASet{0}
+	fourth, err := PickDevices(m, DeviceSetOf(0, 1, 3), 2, PickOptions{})
+	want = pickReference(m, DeviceSetOf(0, 1, 3), 2, PickOptions{})
+	if err != nil || !reflect.DeepEqual(fourth, want) || reflect.DeepEqual(fourth.GPUs, third.GPUs) {
+		t.Fatalf("after a NUMA-only change: %+v, want %+v, different from %v (%v)", fourth, want, third.GPUs, err)
+	}
+	// Only the NIC links change, for a multi-node job.
+	m2 := mustParse(t, "2x-rtx6000ada-threadripper-phb-2nic.txt")
+	if p, err := PickDevices(m2, AllDevices(2), 1, PickOptions{MultiNode: true}); err != nil || p.GPUs[0] != 0 {
+		t.Fatalf("before the NIC change: %+v, %v", p, err)
+	}
+	m2.NICLinks[1][0] = PIX
+	if p, err := PickDevices(m2, AllDevices(2), 1, PickOptions{MultiNode: true}); err != nil || p.GPUs[0] != 1 {
+		t.Fatalf("after the NIC change: %+v, %v", p, err)
+	}
+}
+
+func TestPickDevicesIsSafeForConcurrentUse(t *testing.T) {
+	layouts := loadLayouts(t)
+	want := make([]Pick, len(layouts))
+	for i, l := range layouts {
+		want[i] = pickReference(l.m, AllDevices(l.m.GPUs()), (l.m.GPUs()+1)/2, PickOptions{})
+	}
+	errs := make(chan string, 4*len(layouts))
+	done := make(chan struct{})
+	for g := 0; g < 4; g++ {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for round := 0; round < 3; round++ {
+				for i, l := range layouts {
+					got, err := PickDevices(l.m, AllDevices(l.m.GPUs()), (l.m.GPUs()+1)/2, PickOptions{})
+					if err != nil || !reflect.DeepEqual(got, want[i]) {
+						errs <- l.name
+						return
+					}
+				}
+			}
+		}()
+	}
+	for g := 0; g < 4; g++ {
+		<-done
+	}
+	close(errs)
+	for name := range errs {
+		t.Errorf("%s: concurrent pick differs from the reference", name)
+	}
+}
+
+// TestBothPickPathsMeetTheReference makes sure the recordings exercise both
+// ways PickDevices scores sets (subset tables on small machines without
+// interchangeable GPUs, the search elsewhere), so the reference comparisons
+// above cover both.
+func TestBothPickPathsMeetTheReference(t *testing.T) {
+	tables, search := 0, 0
+	for _, l := range loadLayouts(t) {
+		p, err := PrepareMatrix(l.m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.subsetTotal != nil && !p.hasTwins[0] {
+			tables++
+		} else {
+			search++
+		}
+	}
+	if tables == 0 || search == 0 {
+		t.Fatalf("%d layouts use subset tables, %d the search: both must be covered", tables, search)
+	}
+	t.Logf("%d layouts use subset tables, %d the search", tables, search)
 }

@@ -22,14 +22,16 @@ func (s *scheduler) before(a, b int32) bool {
 	return s.idBefore(a, b)
 }
 
-// beforeByKey is the rank order without the GPU pick: the policy's key,
-// then worker ID. It ranks groups, which GPU picks do not (computing them
-// for every worker of every tied group would cost more than it tells).
+// beforeByKey is the policy's rank key alone (spread: running tasks, then
+// free GPUs; most_free_memory: free memory; first_fit: worker ID), with
+// equal keys unordered. It ranks groups: ties between groups go to the
+// earlier group in (torch version, location) order, not to worker IDs or
+// GPU picks, which would mean reading every tied worker's ID and matrix.
 func (s *scheduler) beforeByKey(a, b int32) bool {
 	if pa, pb := s.prim[a], s.prim[b]; pa != pb {
 		return pa < pb
 	}
-	return s.idBefore(a, b)
+	return s.rank == rankFirstFit && s.idBefore(a, b)
 }
 
 func (s *scheduler) idBefore(a, b int32) bool {
@@ -46,11 +48,12 @@ func (s *scheduler) rankBefore(a, b int32, full bool) bool {
 	return s.beforeByKey(a, b)
 }
 
-// fillRace finds, among groups offered one by one, the one whose n-th
-// worker ranks first: the group a walk of free workers in rank order would
-// complete first. Between two single workers the comparison is the full
-// rank order; between groups, the order without GPU picks. Each group's
-// n-th worker is found once.
+// fillRace finds, among groups offered one by one in (torch version,
+// location) order, the one whose n-th worker ranks first: the group a walk
+// of free workers in rank order would complete first. Between two single
+// workers the comparison is the full rank order; between groups, the
+// policy's key alone, and the earlier group wins a tie. Each group's n-th
+// worker is found once.
 type fillRace struct {
 	s     *scheduler
 	n     int // 0: the group's own size (a group taken whole)
@@ -59,6 +62,10 @@ type fillRace struct {
 	full  bool
 	group func(i int) group
 	have  bool
+	// bySize: only groups of one size meet (best fit), so two single
+	// workers can be compared in full. First fill compares groups of every
+	// size and keeps to the key, so that the order stays transitive.
+	bySize bool
 }
 
 // reset makes i the leader without comparing.
@@ -68,7 +75,7 @@ func (r *fillRace) reset(i int) { r.best, r.have = i, false }
 // fills first.
 func (r *fillRace) offer(i int) {
 	a, b := r.group(i), r.group(r.best)
-	full := a.size() == 1 && b.size() == 1
+	full := r.bySize && a.size() == 1 && b.size() == 1
 	n := r.n
 	if n == 0 {
 		n = a.size()

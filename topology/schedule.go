@@ -92,6 +92,12 @@ type scheduler struct {
 	groups     []group
 	index      map[cellKey]int32
 	slots      [slotCount]int32 // cell+1 by slotOf; 0 empty
+
+	// bucketSpace is the unused part of the allocation that the levels'
+	// bucket explanations are cut from; bucketsLeft, how many they may
+	// still need.
+	bucketSpace []BucketExplanation
+	bucketsLeft int
 }
 
 // rankKind is Policy.Rank decoded once, not compared as a string per worker.
@@ -127,6 +133,15 @@ func (s *scheduler) schedule(job Job, workers []Worker, policy Policy) Decision 
 	}
 	s.reset(job, workers, policy.withDefaults())
 	s.classify()
+	reasons := 0
+	for _, n := range s.excl {
+		if n > 0 {
+			reasons++
+		}
+	}
+	if reasons > 0 {
+		d.Explanation.Excluded = make([]Exclusion, 0, reasons)
+	}
 	for r, n := range s.excl {
 		if n > 0 {
 			d.Explanation.Excluded = append(d.Explanation.Excluded, Exclusion{Reason: staticReasons[r], Workers: n})
@@ -135,6 +150,7 @@ func (s *scheduler) schedule(job Job, workers []Worker, policy Policy) Decision 
 
 	levels := s.pol.levels()
 	d.Explanation.Levels = make([]LevelExplanation, 0, len(levels))
+	s.bucketSpace, s.bucketsLeft = nil, s.countBuckets(levels)
 	var last []group
 	var lastExp *LevelExplanation
 	for _, level := range levels {
@@ -198,10 +214,10 @@ func (s *scheduler) schedule(job Job, workers []Worker, policy Policy) Decision 
 var staticReasons = [...]Reason{ReasonLabel, ReasonRegion, ReasonTooFewGPUs, ReasonBusy, ReasonTooFewFreeGPUs}
 
 // closer reports whether bucket a is closer to holding the job than b: more
-// free workers (more eligible ones when none could ever hold it), then more
-// eligible, then the earlier bucket.
+// free workers, then more eligible ones (eligible first when no bucket could
+// ever hold the job); equal buckets keep the earlier.
 func closer(a, b *BucketExplanation, byEligible bool) bool {
-	if byEligible {
+	if byEligible && a.Eligible != b.Eligible {
 		return a.Eligible > b.Eligible
 	}
 	if a.Free != b.Free {
@@ -270,7 +286,7 @@ func (s *scheduler) reset(job Job, workers []Worker, pol Policy) {
 // release drops every reference to the caller's data, so that a pooled
 // scheduler does not keep a fleet alive.
 func (s *scheduler) release() {
-	s.ws, s.picks, s.index = nil, nil, nil
+	s.ws, s.picks, s.index, s.bucketSpace = nil, nil, nil, nil
 	clear(s.cells[:cap(s.cells)])
 	clear(s.sorted[:cap(s.sorted)])
 	s.pol = Policy{}

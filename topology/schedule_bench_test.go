@@ -2,6 +2,7 @@ package topology
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 )
 
@@ -14,6 +15,10 @@ func BenchmarkSchedule(b *testing.B) {
 		b.Run(fmt.Sprintf("workers=%d", n), func(b *testing.B) {
 			ws := adrFleet(b, n)
 			job := Job{Name: "train", Nodes: 8, GPUsPerNode: 8}
+			b.ReportAllocs()
+			loopOnThread(b, func() { Schedule(job, ws, Policy{}) })
+			// After the loop: b.Loop and ResetTimer drop metrics reported
+			// before it.
 			for _, p := range []struct {
 				name   string
 				policy Policy
@@ -26,11 +31,40 @@ func BenchmarkSchedule(b *testing.B) {
 				b.ReportMetric(float64(z), p.name+"-zones")
 				b.ReportMetric(float64(r), p.name+"-regions")
 			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			for b.Loop() {
-				Schedule(job, ws, Policy{})
-			}
 		})
+	}
+}
+
+// BenchmarkScheduleWithoutMatrices is BenchmarkSchedule on the same fleet
+// with no link data, as ADR-0021's benchmark had: the cost of locality and
+// buckets alone, without GPU pick tie-breaks.
+func BenchmarkScheduleWithoutMatrices(b *testing.B) {
+	for _, n := range []int{30, 120, 500, 2000, 10000} {
+		b.Run(fmt.Sprintf("workers=%d", n), func(b *testing.B) {
+			ws := adrFleet(b, n)
+			for i := range ws {
+				ws[i].Matrix = nil
+			}
+			job := Job{Name: "train", Nodes: 8, GPUsPerNode: 8}
+			b.ReportAllocs()
+			loopOnThread(b, func() { Schedule(job, ws, Policy{}) })
+		})
+	}
+}
+
+// loopOnThread runs f in b.Loop on one locked OS thread and reports, next to
+// ns/op (wall time), cpu-ns/op: the thread's CPU time per call, which other
+// processes on a shared machine do not inflate by taking the core away.
+func loopOnThread(b *testing.B, f func()) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	start, ok := threadCPU()
+	n := 0
+	for b.Loop() {
+		f()
+		n++
+	}
+	if end, ok2 := threadCPU(); ok && ok2 && n > 0 {
+		b.ReportMetric(float64(end-start)/float64(n), "cpu-ns/op")
 	}
 }

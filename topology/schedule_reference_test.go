@@ -55,6 +55,29 @@ func refRankBefore(rank string, a, b *Worker) bool {
 	return a.ID < b.ID
 }
 
+// refKeyBefore is the policy's rank key alone, which ranks groups: equal
+// keys are unordered (then the earlier group wins).
+func refKeyBefore(rank string, a, b *Worker) bool {
+	switch rank {
+	case RankSpread:
+		if a.RunningTasks != b.RunningTasks {
+			return a.RunningTasks < b.RunningTasks
+		}
+		return a.Free.Len() > b.Free.Len()
+	case RankMostFreeMemory:
+		return a.FreeMemoryMiB > b.FreeMemoryMiB
+	}
+	return a.ID < b.ID
+}
+
+// refGroupLess orders groups by the torch version and location (up to
+// level l) of a member of each.
+func refGroupLess(a, b *Worker, l Level) bool {
+	ka := []string{a.TorchVersion, a.Location.Upto(l).Region, a.Location.Upto(l).Zone, a.Location.Upto(l).NetworkGroup}
+	kb := []string{b.TorchVersion, b.Location.Upto(l).Region, b.Location.Upto(l).Zone, b.Location.Upto(l).NetworkGroup}
+	return slices.Compare(ka, kb) < 0
+}
+
 // refValidAt reports whether the workers of set (a bit mask over ws) form a
 // group at level l: one torch version and, below any, one value at l and
 // every looser level, none of them missing at l.
@@ -298,8 +321,13 @@ func refCheck(t *testing.T, ws []Worker, free uint32, nodes int, pol Policy, lev
 		if other == mine || bits.OnesCount32(other) < nodes {
 			continue
 		}
-		fillsFirst := refRankBefore(pol.Rank, &ws[nthBest(ws, other, nodes, pol.Rank)], &ws[nthBest(ws, mine, nodes, pol.Rank)])
+		no, nm := &ws[nthBest(ws, other, nodes, pol.Rank)], &ws[nthBest(ws, mine, nodes, pol.Rank)]
 		sm, so := bits.OnesCount32(mine), bits.OnesCount32(other)
+		fillsFirst := refKeyBefore(pol.Rank, no, nm) ||
+			!refKeyBefore(pol.Rank, nm, no) && refGroupLess(&ws[i], &ws[first], level)
+		if pol.BucketChoice == BucketBestFit && sm == 1 && so == 1 {
+			fillsFirst = refRankBefore(pol.Rank, no, nm) // two single workers: the full rank order
+		}
 		switch {
 		case pol.BucketChoice == BucketFirstFill && fillsFirst:
 			t.Fatalf("%s: first fill took a bucket of %d, one of %d fills first", ctx, sm, so)

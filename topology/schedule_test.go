@@ -97,7 +97,7 @@ func TestScheduleRequiredLevelWaitsOrFails(t *testing.T) {
 		{"no zone could ever hold it: wait", 5, Policy{GroupLocality: LocalityZone}, StatusWaiting, true,
 			`waiting: no zone has 5 workers with torch 2.5.1, even with every worker idle (best: europe-west1-b with 4 of 5); on_unschedulable = "wait" keeps it waiting`},
 		{"network group required, none reported", 1, Policy{GroupLocality: LocalityNetworkGroup, OnUnschedulable: UnschedulableFail}, StatusFailed, true,
-			"failed: no network group has 1 workers, even with every worker idle (best: none)"},
+			"failed: no eligible worker reports a network group"},
 		{"region holds it, n1 reports none", 6, Policy{GroupLocality: LocalityRegion}, StatusPlaced, false,
 			"placed on worker group [a1 a2 a3 b1 b2 n2] (same region europe-west1 across 2 zones, torch 2.5.1)"},
 		{"region short by n1", 7, Policy{GroupLocality: LocalityRegion}, StatusWaiting, false,
@@ -151,7 +151,7 @@ func TestScheduleAnyIgnoresLocation(t *testing.T) {
 	if z, r := span(pref); z != 3 || r != 1 || pref.Level != LevelRegion {
 		t.Errorf("prefer spans %d zones in %d regions at %s, want 3 in 1 at region (ADR-0021 after)", z, r, pref.Level)
 	}
-	if got, want := pref.Summary, "placed on worker group [w00000 w00010 w00020 w00002 w00012 w00022 w00006 w00016] (same region europe-west1 across 3 zones, torch 2.5.1)"; got != want {
+	if got, want := pref.Summary, "placed on worker group [w00000 w00010 w00020 w00006 w00016 w00026 w00002 w00012] (same region europe-west1 across 3 zones, torch 2.5.1)"; got != want {
 		t.Errorf("summary\n%q\nwant\n%q", got, want)
 	}
 }
@@ -602,4 +602,31 @@ func trueCount(xs []bool) int {
 		}
 	}
 	return n
+}
+
+func TestScheduleNeverPanicsOnOddWorkers(t *testing.T) {
+	asym := dgx1V100(t)
+	asym.Links[0][1] = NV(7) // no longer symmetric: PickDevices refuses it
+	odd := []Worker{
+		{ID: "neg", GPUs: -3, Free: ^DeviceSet(0), RunningTasks: -5, FreeMemoryMiB: -1},
+		{ID: "huge", GPUs: 1000, Free: ^DeviceSet(0), RunningTasks: 1 << 62, FreeMemoryMiB: 1 << 62},
+		{ID: "asym", Matrix: asym, Free: DeviceSetOf(0, 1, 2, 3, 4)},
+		{ID: "empty-matrix", Matrix: &Matrix{}, GPUs: 4, Free: AllDevices(4)},
+		{ID: "", Location: loc("r/z/n"), GPUs: 8, Free: AllDevices(8)},
+		{ID: "dup", GPUs: 8, Free: AllDevices(8)},
+		{ID: "dup", GPUs: 8, Free: AllDevices(8)},
+	}
+	for _, pol := range []Policy{{}, {GroupLocality: LocalityZone}, {Rank: RankMostFreeMemory}, {Rank: RankFirstFit, BucketChoice: BucketFirstFill}} {
+		for _, job := range []Job{{Nodes: 1, GPUsPerNode: 1}, {Nodes: 2, GPUsPerNode: 4}, {Nodes: 7, GPUsPerNode: 64}, {Nodes: 1 << 30, GPUsPerNode: 1}} {
+			d := Schedule(job, odd, pol)
+			for _, p := range d.Workers {
+				if len(p.GPUs) != job.GPUsPerNode {
+					t.Errorf("%+v %+v: %s got GPUs %v", pol, job, p.Worker, p.GPUs)
+				}
+			}
+			if _, err := json.Marshal(d); err != nil {
+				t.Error(err)
+			}
+		}
+	}
 }

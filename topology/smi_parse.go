@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // ParseError is a problem in `nvidia-smi topo -m` text, with the 1-based
@@ -16,8 +18,29 @@ type ParseError struct {
 
 func (e *ParseError) Error() string { return fmt.Sprintf("line %d: %s", e.Line, e.Msg) }
 
+// errAt makes a ParseError. Text from the input is clipped, so a damaged
+// file cannot turn one message into kilobytes.
 func errAt(line int, format string, args ...any) error {
+	for i, a := range args {
+		if s, ok := a.(string); ok {
+			args[i] = clip(s)
+		}
+	}
 	return &ParseError{Line: line, Msg: fmt.Sprintf(format, args...)}
+}
+
+// clip shortens s to at most 40 bytes, at a character boundary, marking the
+// cut with "...".
+func clip(s string) string {
+	const most = 40
+	if len(s) <= most {
+		return s
+	}
+	cut := most - 3
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
 }
 
 // Limits that keep hostile input from costing much; real machines are far
@@ -79,10 +102,14 @@ var knownAttrs = []struct {
 // device columns (GPU0.., then NICs as NIC0.. or mlx5_0..) and per-GPU
 // attribute columns (CPU Affinity, NUMA Affinity, GPU NUMA ID), one row per
 // device, then optionally a legend and a NIC Legend mapping NIC0 to its
-// name. It accepts raw tabs or tab-expanded spaces, CRLF, ANSI escapes, a
-// header without leading whitespace, and empty or N/A attribute cells.
-// Lines before the header are ignored. Damaged input gets a *ParseError
-// naming the line and what was expected.
+// name. It accepts raw tabs or tab-expanded spaces (or no-break spaces from
+// a web page), CRLF or CR line ends, ANSI escapes, a header without leading
+// whitespace, re-spaced columns, empty or N/A cells, and columns it does not
+// know (their values are skipped). Lines before the header are ignored; the
+// matrix ends at a blank line, a legend or a line that cannot be a row.
+// Damaged input gets a *ParseError naming the line and what was expected;
+// an asymmetric matrix counts as damaged, since that is how a shifted cell
+// shows.
 func ParseSMI(text string) (*Matrix, error) {
 	lines := splitSMILines(text)
 
@@ -217,7 +244,7 @@ func ParseSMI(text string) (*Matrix, error) {
 			} else {
 				l, err = ParseLink(tok)
 				if err != nil {
-					return nil, errAt(r.no, "row %s, column %s: %v", label, devices[c], err)
+					return nil, errAt(r.no, "row %s, column %s: unknown link %q (want X, NV<n>, PIX, PXB, PHB, NODE, SYS, SOC or N/A)", label, devices[c], tok)
 				}
 			}
 			if (c == rc) != (l.Kind == LinkSelf) {
@@ -327,6 +354,25 @@ func splitSMIFields(s string) []smiField {
 			col++
 		case c < 0x20 || c == 0x7f:
 			// CR and other control bytes: dropped, as if absent.
+		case c >= 0x80:
+			// Copies from web pages bring no-break spaces and a BOM; they
+			// separate cells like a space. C1 controls are dropped.
+			r, size := utf8.DecodeRuneInString(s[i:])
+			switch {
+			case r == '\ufeff' || r != utf8.RuneError && unicode.IsSpace(r):
+				flush()
+				gap++
+				gapSpaces++
+				col++
+			case r != utf8.RuneError && unicode.IsControl(r):
+			default:
+				if start < 0 {
+					start, startCol = i, col
+				}
+				word = append(word, s[i:i+size]...)
+				col++
+			}
+			i += size - 1
 		default:
 			if start < 0 {
 				start, startCol = i, col

@@ -294,6 +294,17 @@ func TestParseSMIReadsFormatsBeyondTheRecordings(t *testing.T) {
 			},
 		},
 		{
+			name: "BOM and no-break spaces from a web page",
+			text: "\ufeff\u00a0\u00a0GPU0\u00a0\u00a0GPU1\u00a0\u00a0CPU\u00a0Affinity\u00a0\u00a0NUMA\u00a0Affinity\n" +
+				"GPU0\u00a0\u00a0X\u00a0\u00a0\u00a0NV12\u00a0\u00a00-23\u00a0\u00a0\u00a00\n" +
+				"GPU1\u00a0\u00a0NV12\u00a0\u00a0X\u00a0\u00a0\u00a00-23\u00a0\u00a0\u00a00\n",
+			want: func(t *testing.T, m *Matrix) {
+				if m.GPUs() != 2 || m.Links[0][1] != NV(12) || m.CPUAffinity[1] != "0-23" || !reflect.DeepEqual(m.NUMAAffinity[1], NUMASet{0}) {
+					t.Errorf("got %d GPUs, %v, %q, %v", m.GPUs(), m.Links[0][1], m.CPUAffinity[1], m.NUMAAffinity[1])
+				}
+			},
+		},
+		{
 			name: "CR line ends",
 			text: "\tGPU0\tGPU1\tCPU Affinity\r" + "GPU0\t X \tPIX\t0-7\r" + "GPU1\tPIX\t X \t0-7\r",
 			want: func(t *testing.T, m *Matrix) {
@@ -380,6 +391,7 @@ func TestParseSMIRejectsDamagedInputWithTheLine(t *testing.T) {
 		{"too many cells", head + "GPU0     X      PHB     0-11    0   7   8\nGPU1    PHB      X      0-11    0\n", 2, "expected at most 2"},
 		{"damaged row label", head + "GPU0     X      PHB     0-11    0\nGPUX    PHB      X      0-11    0\n", 3, "row GPUX has no column"},
 		{"duplicate row", head + "GPU0     X      PHB     0-11    0\nGPU0     X      PHB     0-11    0\n", 3, "second row labelled GPU0"},
+		{"long damaged cell is clipped", head + "GPU0     X      PHB     0-11    " + strings.Repeat("7-", 500) + "\nGPU1    PHB      X      0-11    0\n", 2, `NUMA Affinity "7-7-7-7-7-7-7-7-7-7-7-7-7-7-7-7-7-7-7..."`},
 		{"bad GPU NUMA ID", "        GPU0    CPU Affinity    NUMA Affinity   GPU NUMA ID\nGPU0     X      0-19    0               four\n", 2, "GPU NUMA ID"},
 	}
 	for _, c := range cases {
@@ -394,6 +406,9 @@ func TestParseSMIRejectsDamagedInputWithTheLine(t *testing.T) {
 			}
 			if pe.Line != c.line || !strings.Contains(err.Error(), c.says) {
 				t.Fatalf("error %q, want line %d saying %q", err, c.line, c.says)
+			}
+			if len(err.Error()) > 300 {
+				t.Fatalf("error is %d bytes long: %.80q...", len(err.Error()), err)
 			}
 		})
 	}

@@ -6,7 +6,7 @@ import "slices"
 // (fewest free workers left) or, for first_fill, the first to fill; -1 when
 // none holds it.
 func (s *scheduler) chooseBucket(bs []group) int {
-	race := fillRace{s: s, n: s.nodes, best: -1, group: func(i int) group { return bs[i] }}
+	race := fillRace{s: s, n: s.nodes, best: -1, group: func(i int) group { return bs[i] }, bySize: s.pol.BucketChoice == BucketBestFit}
 	for i := range bs {
 		if bs[i].size() < s.nodes {
 			continue
@@ -51,7 +51,7 @@ func (s *scheduler) take(g group, need int) {
 	group := func(i int) group { return kids[i] }
 	for need > 0 {
 		// The remainder fits one group: the smallest that holds it.
-		fit := fillRace{s: s, n: need, best: -1, group: group}
+		fit := fillRace{s: s, n: need, best: -1, group: group, bySize: true}
 		for i := range kids {
 			switch {
 			case used[i] || kids[i].size() < need:
@@ -66,7 +66,7 @@ func (s *scheduler) take(g group, need int) {
 			return
 		}
 		// Otherwise the largest, whole.
-		big := fillRace{s: s, best: -1, group: group}
+		big := fillRace{s: s, best: -1, group: group, bySize: true}
 		for i := range kids {
 			switch {
 			case used[i]:

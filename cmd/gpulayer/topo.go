@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/charmbracelet/lipgloss"
@@ -336,24 +334,7 @@ func gpuList(idx []int) string {
 	if len(idx) == 0 {
 		return "none"
 	}
-	var b strings.Builder
-	b.WriteString("GPU")
-	for i := 0; i < len(idx); {
-		j := i
-		for j+1 < len(idx) && idx[j+1] == idx[j]+1 {
-			j++
-		}
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(strconv.Itoa(idx[i]))
-		if j > i {
-			b.WriteByte('-')
-			b.WriteString(strconv.Itoa(idx[j]))
-		}
-		i = j + 1
-	}
-	return b.String()
+	return "GPU" + topology.FormatList(idx)
 }
 
 // topoStyles colours the human views. Without colour every style is the
