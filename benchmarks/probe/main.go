@@ -4,6 +4,7 @@
 // parallelism, one `ssh` process per host from a bounded worker pool.
 //
 //	go run ./benchmarks/probe -sizes 10,100,500 -runs 5
+//	go run ./benchmarks/probe -shell /bin/sh   # machines run real processes
 //
 // The sandbox runs in its own process, and each measured fan-out in a fresh
 // client process (so every run dials every host anew and its peak RSS is
@@ -56,6 +57,7 @@ func main() {
 // result is one measured fan-out.
 type result struct {
 	Client      string  `json:"client"`  // "gpulayer" or "openssh"
+	Shell       string  `json:"shell"`   // the sandbox machines' shell: "in-process" or a path
 	Command     string  `json:"command"` // "probe" (the facts script) or "true" (the fan-out alone)
 	Hosts       int     `json:"hosts"`
 	Parallelism int     `json:"parallelism"`
@@ -64,6 +66,7 @@ type result struct {
 	OK          int     `json:"ok"`
 	MaxRSSMiB   float64 `json:"max_rss_mib"` // the client process's peak resident memory
 	CPUSeconds  float64 `json:"cpu_s"`       // user+system of the client and its children
+	Load1       float64 `json:"load1"`       // the computer's 1-minute load average after the run
 }
 
 func drive(args []string) error {
@@ -72,6 +75,7 @@ func drive(args []string) error {
 	runs := fs.Int("runs", 5, "measured runs per client and size")
 	par := fs.Int("parallelism", 64, "hosts probed at once, by both clients")
 	floor := fs.Bool("floor", true, "also run `true` instead of the probe, to separate the fan-out from the work on the machines")
+	shell := fs.String("shell", sandbox.InProcess, "how the sandbox machines run commands: in-process, or a POSIX shell's path such as /bin/sh (real processes)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -82,7 +86,7 @@ func drive(args []string) error {
 	if _, err := exec.LookPath("ssh"); err != nil {
 		return fmt.Errorf("the OpenSSH client (ssh) is needed as the reference: %w", err)
 	}
-	fmt.Printf("# %s %s/%s, %d CPUs, parallelism %d\n", runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), *par)
+	fmt.Printf("# %s %s/%s, %d CPUs, parallelism %d, sandbox shell %s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), *par, *shell)
 	var all []result
 	for _, s := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -93,7 +97,7 @@ func drive(args []string) error {
 		if *floor {
 			commands = append(commands, "true")
 		}
-		rs, err := benchSize(self, n, *runs, *par, commands)
+		rs, err := benchSize(self, n, *runs, *par, commands, *shell)
 		if err != nil {
 			return fmt.Errorf("%d hosts: %w", n, err)
 		}
@@ -103,13 +107,13 @@ func drive(args []string) error {
 	return nil
 }
 
-func benchSize(self string, n, runs, par int, commands []string) ([]result, error) {
+func benchSize(self string, n, runs, par int, commands []string, shell string) ([]result, error) {
 	dir, err := os.MkdirTemp("", "gpulayer-bench-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	srv := exec.Command(self, "serve", "-hosts", strconv.Itoa(n), "-dir", dir)
+	srv := exec.Command(self, "serve", "-hosts", strconv.Itoa(n), "-dir", dir, "-shell", shell)
 	srv.Stderr = os.Stderr
 	stdout, err := srv.StdoutPipe()
 	if err != nil {
@@ -143,6 +147,8 @@ func benchSize(self string, n, runs, par int, commands []string) ([]result, erro
 					continue
 				}
 				r.Run = run
+				r.Shell = shell
+				r.Load1 = load1()
 				if r.OK != n {
 					return nil, fmt.Errorf("%s %s: %d of %d hosts answered", c, command, r.OK, n)
 				}
@@ -179,12 +185,13 @@ func serve(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	hosts := fs.Int("hosts", 10, "machines")
 	dir := fs.String("dir", "", "sandbox directory")
+	shell := fs.String("shell", sandbox.InProcess, "the machines' shell")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	sb, err := sandbox.Start(sandbox.Options{Hosts: *hosts, Dir: *dir})
+	sb, err := sandbox.Start(sandbox.Options{Hosts: *hosts, Dir: *dir, Shell: *shell})
 	if err != nil {
 		return err
 	}
@@ -349,7 +356,7 @@ func summarize(w io.Writer, rs []result) {
 		}
 	}
 	sort.Ints(sizes)
-	fmt.Fprintf(w, "\n# medians\n%-6s  %-8s  %-14s  %-14s  %-9s  %-16s  %-16s\n", "hosts", "command", "gpulayer wall", "openssh wall", "ratio", "gpulayer max RSS", "openssh CPU")
+	fmt.Fprintf(w, "\n# medians\n%-6s  %-8s  %-14s  %-14s  %-9s  %-16s  %-16s  %s\n", "hosts", "command", "gpulayer wall", "openssh wall", "ratio", "gpulayer max RSS", "openssh CPU", "load1")
 	for _, n := range sizes {
 		for _, command := range []string{"probe", "true"} {
 			g, o := groups[key{"gpulayer", command, n}], groups[key{"openssh", command, n}]
@@ -358,12 +365,24 @@ func summarize(w io.Writer, rs []result) {
 			}
 			gw := median(g, func(r result) float64 { return r.WallSeconds })
 			ow := median(o, func(r result) float64 { return r.WallSeconds })
-			fmt.Fprintf(w, "%-6d  %-8s  %-14s  %-14s  %-9s  %-16s  %-16s\n", n, command,
+			fmt.Fprintf(w, "%-6d  %-8s  %-14s  %-14s  %-9s  %-16s  %-16s  %.1f\n", n, command,
 				fmt.Sprintf("%.3f s", gw), fmt.Sprintf("%.3f s", ow), fmt.Sprintf("%.2fx", gw/ow),
 				fmt.Sprintf("%.1f MiB", median(g, func(r result) float64 { return r.MaxRSSMiB })),
-				fmt.Sprintf("%.2f s", median(o, func(r result) float64 { return r.CPUSeconds })))
+				fmt.Sprintf("%.2f s", median(o, func(r result) float64 { return r.CPUSeconds })),
+				median(append(g[:len(g):len(g)], o...), func(r result) float64 { return r.Load1 }))
 		}
 	}
+}
+
+// load1 is the 1-minute load average, or 0 where /proc does not say.
+func load1() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f, _, _ := strings.Cut(string(b), " ")
+	v, _ := strconv.ParseFloat(f, 64)
+	return v
 }
 
 func median(rs []result, f func(result) float64) float64 {

@@ -132,6 +132,7 @@ func TestProbeRejectsBadInput(t *testing.T) {
 		{[]string{"probe", noHosts}, "declares no hosts"},
 		{[]string{"probe", t.TempDir()}, "No configuration files"},
 		{[]string{"sandbox", "--hosts", "0"}, "--hosts must be from 1"},
+		{[]string{"sandbox", "--once", "--dir", t.TempDir(), "--shell", "sh"}, "absolute path of a POSIX shell"},
 	}
 	for _, c := range cases {
 		io, _, _, errOut := iostreams.Test()
@@ -142,18 +143,22 @@ func TestProbeRejectsBadInput(t *testing.T) {
 }
 
 func TestSandboxOnceProbesItsFleetAndStops(t *testing.T) {
-	dir := t.TempDir()
-	io, _, out, errOut := iostreams.Test()
-	if code := run([]string{"sandbox", "--hosts", "4", "--dir", dir, "--once"}, io); code != 0 {
-		t.Fatalf("exit %d: %s", code, errOut.String())
-	}
-	if !strings.Contains(out.String(), "4 of 4 hosts probed") {
-		t.Fatalf("output:\n%s", out.String())
-	}
-	for _, f := range []string{sandbox.ConfigFile, sandbox.KnownHostsFile, sandbox.KeyFile} {
-		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
-			t.Errorf("--dir lacks %s: %v", f, err)
-		}
+	for _, shell := range []string{sandbox.InProcess, "/bin/sh"} {
+		t.Run(shell, func(t *testing.T) {
+			dir := t.TempDir()
+			io, _, out, errOut := iostreams.Test()
+			if code := run([]string{"sandbox", "--hosts", "4", "--dir", dir, "--once", "--shell", shell}, io); code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut.String())
+			}
+			if !strings.Contains(out.String(), "4 of 4 hosts probed") {
+				t.Fatalf("output:\n%s", out.String())
+			}
+			for _, f := range []string{sandbox.ConfigFile, sandbox.KnownHostsFile, sandbox.KeyFile} {
+				if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+					t.Errorf("--dir lacks %s: %v", f, err)
+				}
+			}
+		})
 	}
 }
 

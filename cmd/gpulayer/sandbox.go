@@ -23,6 +23,7 @@ type sandboxOptions struct {
 	once        bool
 	json        bool
 	parallelism int
+	shell       string
 }
 
 func newCmdSandbox(f *factory, runF func(*sandboxOptions) error) *cobra.Command {
@@ -39,6 +40,12 @@ CUDA_VISIBLE_DEVICES show as busy.
 
 It writes into --dir a configuration (sandbox.hcl), a known_hosts file and a
 client key, prints how to use them, and runs until interrupted.
+
+Each machine runs its commands with a shell interpreted inside this process
+(--shell in-process, the default), so a fleet of hundreds answers without a
+process per command; programs that are not the sandbox's own sh scripts still
+run as real processes. --shell /bin/sh runs every command, nvidia-smi and
+python3 as real processes, as a real machine would.
 
 --once starts the machines, probes them as 'gpulayer probe' does, prints the
 result and stops.`,
@@ -61,6 +68,7 @@ result and stops.`,
 	cmd.Flags().BoolVar(&opts.once, "once", false, "probe the machines once, print the result and stop")
 	cmd.Flags().BoolVar(&opts.json, "json", false, "with --once: print the facts document as JSON")
 	cmd.Flags().IntVar(&opts.parallelism, "parallelism", probe.DefaultParallelism, "with --once: probe at most `N` hosts at once")
+	cmd.Flags().StringVar(&opts.shell, "shell", sandbox.InProcess, "how machines run commands: `in-process` or the path of a POSIX shell such as /bin/sh")
 	return cmd
 }
 
@@ -78,7 +86,7 @@ func sandboxRun(opts *sandboxOptions) (err error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	sb, err := sandbox.Start(sandbox.Options{Hosts: opts.hosts, Dir: dir})
+	sb, err := sandbox.Start(sandbox.Options{Hosts: opts.hosts, Dir: dir, Shell: opts.shell})
 	if err != nil {
 		return err
 	}

@@ -95,6 +95,9 @@ NVLink islands stay free), then the lowest indices.`,
 			if len(args) == 1 {
 				opts.src.file = args[0]
 			}
+			if opts.multiNode {
+				opts.src.local = localMatrixWithNICs
+			}
 			if runF != nil {
 				return runF(opts)
 			}

@@ -21,14 +21,35 @@ func localMatrix(ctx context.Context, note io.Writer) (*topology.Matrix, error) 
 	return localReader{nvml: nvmltopo.Local, smi: smiMatrix}.read(ctx, note)
 }
 
+// localMatrixWithNICs is localMatrix for a caller that ranks GPUs by their
+// NICs (pick --multi-node): NVML does not see NICs, so nvidia-smi, which
+// does, is asked first and NVML only when nvidia-smi fails.
+func localMatrixWithNICs(ctx context.Context, note io.Writer) (*topology.Matrix, error) {
+	return localReader{nvml: nvmltopo.Local, smi: smiMatrix, needNICs: true}.read(ctx, note)
+}
+
 // localReader is the two ways of reading this machine, as functions so tests
 // can stand in for the driver.
 type localReader struct {
 	nvml func() (*topology.Matrix, error)
 	smi  func(ctx context.Context) (*topology.Matrix, error)
+	// needNICs puts nvidia-smi first: only its matrix has NIC columns.
+	needNICs bool
 }
 
 func (r localReader) read(ctx context.Context, note io.Writer) (*topology.Matrix, error) {
+	if r.needNICs {
+		m, err := r.smi(ctx)
+		if err == nil || ctx.Err() != nil {
+			return m, err
+		}
+		m, nerr := r.nvmlWithin(ctx)
+		if nerr != nil {
+			return nil, err
+		}
+		fmt.Fprintf(note, "note: %s; read NVML instead, which sees no NICs\n", iostreams.Sanitize(err.Error(), false))
+		return m, nil
+	}
 	m, err := r.nvmlWithin(ctx)
 	if err == nil {
 		return m, nil

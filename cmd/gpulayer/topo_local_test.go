@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -138,5 +139,48 @@ func TestTopoShowWithoutFilePrintsTheFallbackNoteOnStderr(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), `"gpus": 4`) {
 		t.Errorf("stdout is not the nvidia-smi matrix as JSON:\n%s", out.String())
+	}
+}
+
+func TestLocalTopologyForMultiNodeAsksNvidiaSMIFirstForItsNICs(t *testing.T) {
+	withNICs := parseFile(t, "../../testdata/topo/dgx-a100-8x-nv12-8nic-mlx5.txt")
+	noNICs := &topology.Matrix{Links: withNICs.Links}
+	nvml := func() (*topology.Matrix, error) { return noNICs, nil }
+
+	var note bytes.Buffer
+	got, err := localReader{nvml: nvml, smi: func(context.Context) (*topology.Matrix, error) { return withNICs, nil }, needNICs: true}.read(context.Background(), &note)
+	if err != nil || got != withNICs || note.Len() != 0 {
+		t.Fatalf("got NICs %d, err %v, note %q: want nvidia-smi's matrix and no note", len(got.NICs), err, note.String())
+	}
+
+	note.Reset()
+	got, err = localReader{nvml: nvml, smi: func(context.Context) (*topology.Matrix, error) { return nil, errors.New("nvidia-smi not found") }, needNICs: true}.read(context.Background(), &note)
+	if err != nil || got != noNICs {
+		t.Fatalf("err %v: want NVML's matrix when nvidia-smi fails", err)
+	}
+	if want := "note: nvidia-smi not found; read NVML instead, which sees no NICs\n"; note.String() != want {
+		t.Errorf("note %q, want %q", note.String(), want)
+	}
+
+	_, err = localReader{
+		nvml:     func() (*topology.Matrix, error) { return nil, errors.New("no driver") },
+		smi:      func(context.Context) (*topology.Matrix, error) { return nil, errors.New("nvidia-smi not found") },
+		needNICs: true,
+	}.read(context.Background(), &note)
+	if err == nil || !strings.Contains(err.Error(), "nvidia-smi not found") {
+		t.Fatalf("error %v, want nvidia-smi's", err)
+	}
+}
+
+func TestTopoPickMultiNodeReadsThisMachineWithNICs(t *testing.T) {
+	io, _, _, _ := iostreams.Test()
+	var got *topoPickOptions
+	cmd := newCmdTopoPick(&factory{IO: io}, func(o *topoPickOptions) error { got = o; return nil })
+	cmd.SetArgs([]string{"--count", "2", "--multi-node"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if reflect.ValueOf(got.src.local).Pointer() != reflect.ValueOf(localMatrixWithNICs).Pointer() {
+		t.Fatal("pick --multi-node without FILE does not read nvidia-smi first")
 	}
 }

@@ -5,8 +5,10 @@
 // torch version, and a fake nvidia-smi on its PATH that answers the probe's
 // queries from the recording and reports as busy the GPUs that live
 // processes started on that machine use (their CUDA_VISIBLE_DEVICES).
-// Processes launched on a sandbox machine are real local processes, run by
-// /bin/sh as the current user.
+// Commands are interpreted in-process by default (shell.go: the sandbox's
+// own sh scripts run in the interpreter, every other program as a real
+// process) or run by a real POSIX shell (Options.Shell). Processes launched
+// on a sandbox machine are real local processes of the current user.
 //
 // Start writes into a directory a configuration gpulayer can load (an ssh
 // block and one fleet per region), a known_hosts file and a client key.

@@ -44,6 +44,12 @@ type Options struct {
 	// Dir receives the configuration, keys and the machines' files. It is
 	// created if missing; files of an earlier sandbox there are replaced.
 	Dir string
+	// Shell is how machines run their sessions' commands: "" or InProcess
+	// interprets them in this process (real processes only for programs
+	// that are not sandbox shell scripts); the absolute path of a POSIX
+	// shell, such as /bin/sh, runs every command, nvidia-smi and python3
+	// as real processes of that shell.
+	Shell string
 }
 
 // Machine is one simulated machine.
@@ -86,6 +92,15 @@ func Start(opts Options) (_ *Sandbox, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
+	shell := opts.Shell
+	if shell != "" && shell != InProcess {
+		if !filepath.IsAbs(shell) {
+			return nil, fmt.Errorf("sandbox: --shell must be %q or the absolute path of a POSIX shell, got %q", InProcess, shell)
+		}
+		if st, err := os.Stat(shell); err != nil || st.IsDir() || st.Mode().Perm()&0o111 == 0 {
+			return nil, fmt.Errorf("sandbox: --shell %s is not an executable file", shell)
+		}
+	}
 	s := &Sandbox{Dir: dir, User: currentUser()}
 	defer func() {
 		if err != nil {
@@ -101,6 +116,17 @@ func Start(opts Options) (_ *Sandbox, err error) {
 	// version's scripts.
 	if err := writeScripts(filepath.Join(dir, "bin")); err != nil {
 		return nil, err
+	}
+	loginShell := filepath.Join(dir, "bin", "sandbox-shell")
+	var runner sshtest.CommandRunner
+	if shell == "" || shell == InProcess {
+		// One runner for all machines: it holds the parsed scripts.
+		runner = &inProcessShell{loginShell: loginShell}
+	} else if shell != "/bin/sh" {
+		// The login shell script runs under the chosen shell.
+		if err := setInterpreter(loginShell, shell); err != nil {
+			return nil, err
+		}
 	}
 	client, err := writeClientKey(s.KeyPath())
 	if err != nil {
@@ -121,7 +147,8 @@ func Start(opts Options) (_ *Sandbox, err error) {
 			AuthorizedKeys: []gossh.PublicKey{client},
 			Env:            env,
 			Dir:            filepath.Join(m.Dir, "home"),
-			Shell:          filepath.Join(dir, "bin", "sandbox-shell"),
+			Shell:          loginShell,
+			Runner:         runner,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("sandbox: machine %s: %w", m.Name, err)
@@ -249,6 +276,19 @@ func writeMachine(m *Machine) error {
 		if err := os.WriteFile(filepath.Join(m.Dir, name), []byte(text), 0o644); err != nil {
 			return fmt.Errorf("sandbox: machine %s: %w", m.Name, err)
 		}
+	}
+	return nil
+}
+
+// setInterpreter makes the script at path start with #!shell.
+func setInterpreter(path, shell string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("sandbox: %w", err)
+	}
+	_, rest, _ := strings.Cut(string(b), "\n")
+	if err := os.WriteFile(path, []byte("#!"+shell+"\n"+rest), 0o755); err != nil {
+		return fmt.Errorf("sandbox: %w", err)
 	}
 	return nil
 }

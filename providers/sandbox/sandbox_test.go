@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,9 +19,13 @@ import (
 	"github.com/gpulayer/gpulayer/topology"
 )
 
-func startSandbox(t *testing.T, hosts int) *sandbox.Sandbox {
+// shells are the ways machines can run commands; the tests that pin what
+// a probe sees run in each.
+var shells = []string{sandbox.InProcess, "/bin/sh"}
+
+func startSandbox(t *testing.T, hosts int, shell string) *sandbox.Sandbox {
 	t.Helper()
-	sb, err := sandbox.Start(sandbox.Options{Hosts: hosts, Dir: t.TempDir()})
+	sb, err := sandbox.Start(sandbox.Options{Hosts: hosts, Dir: t.TempDir(), Shell: shell})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +57,13 @@ func newPool(t *testing.T) *ssh.Pool {
 }
 
 func TestProbingASandboxReturnsTheRecordingsItServes(t *testing.T) {
-	sb := startSandbox(t, 8)
+	for _, shell := range shells {
+		t.Run(shell, func(t *testing.T) { testProbingReturnsTheRecordings(t, shell) })
+	}
+}
+
+func testProbingReturnsTheRecordings(t *testing.T, shell string) {
+	sb := startSandbox(t, 8, shell)
 	doc := probeSandbox(t, sb, newPool(t))
 	if len(doc.Hosts) != 8 {
 		t.Fatalf("%d hosts probed, want 8", len(doc.Hosts))
@@ -106,7 +117,13 @@ func TestProbingASandboxReturnsTheRecordingsItServes(t *testing.T) {
 }
 
 func TestGPUsOfLiveProcessesShowBusyAndCloseStopsThem(t *testing.T) {
-	sb := startSandbox(t, 2)
+	for _, shell := range shells {
+		t.Run(shell, func(t *testing.T) { testGPUsOfLiveProcessesShowBusy(t, shell) })
+	}
+}
+
+func testGPUsOfLiveProcessesShowBusy(t *testing.T, shell string) {
+	sb := startSandbox(t, 2, shell)
 	pool := newPool(t)
 	m := sb.Machines[0] // a DGX A100
 	target := machineTarget(t, sb, m)
@@ -150,7 +167,7 @@ func TestGPUsOfLiveProcessesShowBusyAndCloseStopsThem(t *testing.T) {
 }
 
 func TestStartWritesKeysKnownHostsAndAConfiguration(t *testing.T) {
-	sb := startSandbox(t, 3)
+	sb := startSandbox(t, 3, "")
 	st, err := os.Stat(sb.KeyPath())
 	if err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("client key: %v %v", st.Mode(), err)
@@ -202,4 +219,49 @@ func alive(pid int) bool {
 	}
 	i := strings.LastIndexByte(string(stat), ')')
 	return i > 0 && i+2 < len(stat) && stat[i+2] != 'Z'
+}
+
+// A launch without `&` or $! is interpreted in-process; the program it
+// starts is still a real process, found busy through /proc like one a
+// real shell started.
+func TestInProcessLaunchMarksTheMachineAndStartsARealProcess(t *testing.T) {
+	sb := startSandbox(t, 1, sandbox.InProcess)
+	pool := newPool(t)
+	m := sb.Machines[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	visible := "1," + m.GPUUUIDs[3]
+	launch := "CUDA_VISIBLE_DEVICES=" + visible + " setsid -f sleep 120 </dev/null >/dev/null 2>&1"
+	if res, err := pool.Run(ctx, machineTarget(t, sb, m), launch, nil); err != nil || res.ExitCode != 0 {
+		t.Fatalf("launch: %v %+v", err, res)
+	}
+	if _, err := os.Stat(filepath.Join(m.Dir, "launched")); err != nil {
+		t.Fatalf("the machine is not marked as launched: %v", err)
+	}
+	doc := probeSandbox(t, sb, pool)
+	h := doc.Find(m.Name)
+	if h == nil || h.Status != facts.StatusOK {
+		t.Fatalf("probe: %+v", h)
+	}
+	p := h.GPUs[1].Processes
+	if len(p) != 1 || !reflect.DeepEqual(h.GPUs[3].Processes, p) {
+		t.Fatalf("GPU 1 processes %+v, GPU 3 %+v; want the launched one on both", p, h.GPUs[3].Processes)
+	}
+	pid := p[0].PID
+	env, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := strings.Split(string(env), "\x00")
+	for _, want := range []string{"GPULAYER_SANDBOX_MACHINE=" + m.Dir, "CUDA_VISIBLE_DEVICES=" + visible} {
+		if !slices.Contains(vars, want) {
+			t.Errorf("pid %d's environment lacks %s", pid, want)
+		}
+	}
+	if err := sb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if alive(pid) {
+		t.Fatalf("pid %d outlived the sandbox", pid)
+	}
 }

@@ -9,7 +9,10 @@
 // stdin, stdout and stderr and returning the exit status or signal, as
 // OpenSSH's sshd does. A command whose session closes before it exits is
 // killed with its process group, and so are those still running when the
-// server stops. It offers no shells, ptys or subsystems; TCP forwarding
+// server stops. Options.Runner replaces the shell process with a
+// CommandRunner (the sandbox interprets commands in-process with one); a
+// signal or a closed session then cancels the command's context. It offers
+// no shells, ptys or subsystems; TCP forwarding
 // (for use as a bastion) only when asked.
 //
 // It must never listen beyond the loopback interface unless a caller hands

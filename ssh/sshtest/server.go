@@ -1,9 +1,11 @@
 package sshtest
 
 import (
+	"context"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"sync"
@@ -33,7 +35,11 @@ type Options struct {
 	// process's.
 	Dir string
 	// Shell runs each command as `Shell -c command`; empty means /bin/sh.
+	// Runner, when set, replaces it.
 	Shell string
+	// Runner runs each command instead of `Shell -c`, for servers that
+	// interpret commands in-process; nil runs them with Shell.
+	Runner CommandRunner
 	// Listener is where the server accepts connections; nil listens on a
 	// free port of 127.0.0.1. The server closes it.
 	Listener net.Listener
@@ -322,4 +328,16 @@ func (s *Server) notePeak(n int64) {
 			return
 		}
 	}
+}
+
+// CommandRunner runs a session's exec command some other way than a
+// shell process, for example with a shell interpreter in this process.
+type CommandRunner interface {
+	// Run runs command with env (the complete environment) in dir, reading
+	// stdin and writing stdout and stderr, and returns its exit status.
+	// ctx is cancelled when the client signals the command or the session
+	// goes away before it exited; Run must then stop it and return. A
+	// non-nil error is written to the session's stderr.
+	Run(ctx context.Context, command string, env []string, dir string,
+		stdin io.Reader, stdout, stderr io.Writer) (exitStatus int, err error)
 }

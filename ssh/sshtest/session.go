@@ -1,6 +1,7 @@
 package sshtest
 
 import (
+	"context"
 	"io"
 	"os"
 	"os/exec"
@@ -29,20 +30,33 @@ func signalName(sig os.Signal) string {
 	return "SIG" + sig.String()
 }
 
-// command is one exec request being served.
+// command is one exec request being served: a shell process (cmd) or a
+// call of Options.Runner (cancel).
 type command struct {
-	mu      sync.Mutex
-	cmd     *exec.Cmd
-	exited  bool
-	outputs []*os.File // read ends of stdout and stderr
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	cancel   context.CancelFunc
+	signaled os.Signal // what cancelled a Runner's command
+	exited   bool
+	outputs  []*os.File // read ends of stdout and stderr
 }
 
-// signal sends sig to the command's process group while it runs.
+// signal sends sig to the command's process group while it runs, or
+// cancels a Runner's command: it has no process to signal.
 func (c *command) signal(sig os.Signal) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.cmd != nil && !c.exited {
+	if c.exited {
+		return
+	}
+	if c.cmd != nil {
 		signalGroup(c.cmd.Process, sig)
+	}
+	if c.cancel != nil {
+		if c.signaled == nil {
+			c.signaled = sig
+		}
+		c.cancel()
 	}
 }
 
@@ -115,6 +129,9 @@ func (s *Server) session(ch ssh.Channel, reqs <-chan *ssh.Request, open, running
 // its input and output over ch; once it exited and its output is drained,
 // the exit status is sent and ch closed.
 func (s *Server) start(ch ssh.Channel, line string, env []string, running *atomic.Int64) (*command, error) {
+	if s.opts.Runner != nil {
+		return s.startRunner(ch, line, env, running), nil
+	}
 	cmd := exec.Command(s.opts.Shell, "-c", line)
 	cmd.Env = env
 	cmd.Dir = s.opts.Dir
@@ -173,6 +190,47 @@ func (s *Server) start(ch ssh.Channel, line string, env []string, running *atomi
 	return c, nil
 }
 
+// startRunner runs command with Options.Runner; once it returned, the exit
+// status is sent and ch closed. A signal, or the session going away,
+// cancels it; a command a signal cancelled ends with that signal.
+func (s *Server) startRunner(ch ssh.Channel, line string, env []string, running *atomic.Int64) *command {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &command{cancel: cancel}
+	s.notePeak(running.Add(1))
+	go func() {
+		defer cancel()
+		status, err := s.opts.Runner.Run(ctx, line, env, s.opts.Dir, ch, ch, ch.Stderr())
+		running.Add(-1)
+		if err != nil {
+			ch.Stderr().Write([]byte("sshtest: " + err.Error() + "\n"))
+		}
+		c.mu.Lock()
+		c.exited = true
+		sig := c.signaled
+		c.mu.Unlock()
+		if sig != nil {
+			sendSignal(ch, sig, false)
+		} else {
+			if status < 0 || status > 255 {
+				status = 255
+			}
+			ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{uint32(status)}))
+		}
+		ch.Close()
+	}()
+	return c
+}
+
+// sendSignal reports that sig ended the command.
+func sendSignal(ch ssh.Channel, sig os.Signal, coreDumped bool) {
+	ch.SendRequest("exit-signal", false, ssh.Marshal(struct {
+		Signal     string
+		CoreDumped bool
+		Error      string
+		Lang       string
+	}{Signal: signalName(sig), CoreDumped: coreDumped}))
+}
+
 // sendExit reports how the command ended: exit-status, or exit-signal
 // when a signal killed it.
 func sendExit(ch ssh.Channel, ps *os.ProcessState, waitErr error) {
@@ -181,12 +239,7 @@ func sendExit(ch ssh.Channel, ps *os.ProcessState, waitErr error) {
 		return
 	}
 	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		ch.SendRequest("exit-signal", false, ssh.Marshal(struct {
-			Signal     string
-			CoreDumped bool
-			Error      string
-			Lang       string
-		}{Signal: signalName(ws.Signal()), CoreDumped: ws.CoreDump()}))
+		sendSignal(ch, ws.Signal(), ws.CoreDump())
 		return
 	}
 	ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{uint32(ps.ExitCode())}))
