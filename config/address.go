@@ -91,18 +91,34 @@ func validHostName(h string) bool {
 	return true
 }
 
-// checkBastion checks a bastion: "host", "host:port", "user@host" or
-// "user@host:port".
-func checkBastion(b string) error {
-	user, hostPort, hasUser := strings.Cut(b, "@")
+// Bastion is a parsed `bastion` attribute of an ssh block.
+type Bastion struct {
+	User    string // "" when the spec names none: the ssh block's user
+	Address string // host name or IP, without brackets
+	Port    int    // 0 when the spec names none
+}
+
+// ParseBastion reads a bastion: "host", "host:port", "user@host" or
+// "user@host:port", with an IPv6 address in brackets. It is the one reader of
+// the attribute: Load checks it with it, and the probe builds its SSH target
+// from it. The error is a sentence for a diagnostic.
+func ParseBastion(spec string) (Bastion, error) {
+	user, hostPort, hasUser := strings.Cut(spec, "@")
 	if !hasUser {
 		hostPort, user = user, ""
 	}
 	if hasUser && (user == "" || strings.ContainsAny(user, " \t:/")) {
-		return fmt.Errorf("%q has an invalid user name before @", b)
+		return Bastion{}, fmt.Errorf("%q has an invalid user name before @", spec)
 	}
-	if _, _, err := splitAddress(hostPort); err != nil {
-		return err
+	host, port, err := splitAddress(hostPort)
+	if err != nil {
+		return Bastion{}, err
 	}
-	return nil
+	return Bastion{User: user, Address: host, Port: port}, nil
+}
+
+// checkBastion checks a bastion for Load.
+func checkBastion(b string) error {
+	_, err := ParseBastion(b)
+	return err
 }

@@ -2,11 +2,9 @@ package probe
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/user"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/gpulayer/gpulayer/config"
@@ -90,34 +88,24 @@ func Target(h *config.Host, s *config.SSH, dir, home string) (ssh.Target, error)
 	return t, nil
 }
 
-// parseBastion reads "host", "user@host", "host:port" or "user@host:port";
-// the bastion uses the same keys and known_hosts as the host behind it.
+// parseBastion reads the ssh block's bastion with config.ParseBastion; the
+// bastion uses the same keys and known_hosts as the host behind it, and its
+// user unless the spec names one.
 func parseBastion(spec string, via ssh.Target) (ssh.Target, error) {
-	b := ssh.Target{
-		User:           via.User,
-		Port:           22,
+	p, err := config.ParseBastion(spec)
+	if err != nil {
+		return ssh.Target{}, fmt.Errorf("bastion %q: %w", spec, err)
+	}
+	return ssh.Target{
+		Name:           "bastion " + p.Address,
+		Address:        p.Address,
+		Port:           firstNonZero(p.Port, 22),
+		User:           orDefault(p.User, via.User),
 		IdentityFiles:  via.IdentityFiles,
 		KnownHostsFile: via.KnownHostsFile,
 		HostKeyCheck:   via.HostKeyCheck,
 		ConnectTimeout: via.ConnectTimeout,
-	}
-	hostPort := spec
-	if u, rest, ok := strings.Cut(spec, "@"); ok {
-		b.User, hostPort = u, rest
-	}
-	b.Address = hostPort
-	if host, port, err := net.SplitHostPort(hostPort); err == nil {
-		n, err := strconv.Atoi(port)
-		if err != nil || n <= 0 || n > 65535 {
-			return ssh.Target{}, fmt.Errorf("bastion %q: bad port %q", spec, port)
-		}
-		b.Address, b.Port = host, n
-	}
-	if b.Address == "" || b.User == "" {
-		return ssh.Target{}, fmt.Errorf("bastion %q: want host, user@host or user@host:port", spec)
-	}
-	b.Name = "bastion " + b.Address
-	return b, nil
+	}, nil
 }
 
 func expandPath(p, dir, home string) string {
