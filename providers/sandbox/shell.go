@@ -51,8 +51,9 @@ const killTimeout = 2 * time.Second
 type inProcessShell struct {
 	loginShell string // bin/sandbox-shell
 
-	mu      sync.Mutex
-	scripts map[string]cachedScript // parsed #!/bin/sh files by path
+	mu           sync.Mutex
+	scripts      map[string]cachedScript // parsed #!/bin/sh files by path
+	stdinScripts map[string]cachedScript // parsed `sh -s` scripts by text
 }
 
 type cachedScript struct {
@@ -244,14 +245,43 @@ func (s *inProcessShell) runSh(ctx context.Context, hc interp.HandlerContext, ar
 			fmt.Fprintf(hc.Stderr, "sh: reading the script from standard input: %v\n", rerr)
 			return true, interp.ExitStatus(2)
 		}
-		prog, perr := syntax.NewParser().Parse(bytes.NewReader(text), "sh")
-		if perr != nil || needsRealShell(prog) {
+		prog, ok := s.stdinScript(text)
+		if !ok {
 			// The real sh runs it, reporting any syntax error itself.
 			return true, runReal(ctx, hc, "/bin/sh", args, bytes.NewReader(text))
 		}
 		return true, s.interpret(ctx, hc, prog, hc.Stdin, params)
 	}
 	return false, nil
+}
+
+// maxStdinScripts bounds the cache of scripts read by `sh -s`.
+const maxStdinScripts = 16
+
+// stdinScript parses a script given to `sh -s`; ok is false when it must
+// run in a real shell (a syntax error, background jobs, process ids).
+// Parsed scripts are kept by their text: a probe sends every machine the
+// same script, and parsing it was a tenth of a probe's cost. A parsed
+// script is only read by the interpreter, so runs share it.
+func (s *inProcessShell) stdinScript(text []byte) (prog *syntax.File, ok bool) {
+	s.mu.Lock()
+	c, found := s.stdinScripts[string(text)]
+	s.mu.Unlock()
+	if found {
+		return c.file, !c.needReal
+	}
+	prog, err := syntax.NewParser().Parse(bytes.NewReader(text), "sh")
+	if err != nil {
+		return nil, false
+	}
+	c = cachedScript{file: prog, needReal: needsRealShell(prog)}
+	s.mu.Lock()
+	if s.stdinScripts == nil || len(s.stdinScripts) >= maxStdinScripts {
+		s.stdinScripts = map[string]cachedScript{}
+	}
+	s.stdinScripts[string(text)] = c
+	s.mu.Unlock()
+	return prog, !c.needReal
 }
 
 // interpret runs prog as a new shell process would: with the exported
