@@ -121,7 +121,7 @@ func listGPUs(t *testing.T) []string {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("nvidia-smi -L: %v: %s", err, strings.TrimSpace(stderr.String()))
+		t.Fatalf("nvidia-smi -L: %v %s", err, strings.TrimSpace(stderr.String()))
 	}
 	var gpus []string
 	for _, l := range strings.Split(string(out), "\n") {
