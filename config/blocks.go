@@ -394,7 +394,8 @@ func (l *loader) host(d *decoder, f *Fleet, b *hcl.Block) *Host {
 		}
 		h.Address, h.Port = host, port
 	}
-	l.location(d, a, &h.Location)
+	l.location(d, a, &h.OwnLocation)
+	h.Location = f.Location.Over(h.OwnLocation)
 	var own map[string]string
 	d.strMap(a, "labels", &own)
 	if len(f.Labels)+len(own) > 0 {

@@ -75,6 +75,20 @@ type Location struct {
 	NetworkGroup string
 }
 
+// Over is l with the fields that over sets replacing l's.
+func (l Location) Over(over Location) Location {
+	if over.Region != "" {
+		l.Region = over.Region
+	}
+	if over.Zone != "" {
+		l.Zone = over.Zone
+	}
+	if over.NetworkGroup != "" {
+		l.NetworkGroup = over.NetworkGroup
+	}
+	return l
+}
+
 // Fleet is a `fleet "name"` block: either static hosts, or Count machines
 // that gpulayer creates on GCP.
 type Fleet struct {
@@ -91,13 +105,17 @@ type Fleet struct {
 // Host is a `host "name"` block inside a fleet. Location and Labels already
 // include what the host inherits from its fleet.
 type Host struct {
-	Name      string
-	Fleet     string
-	Address   string // host name or IP, without the port
-	Port      int    // 0: the ssh block's port
-	Location  Location
-	Labels    map[string]string
-	DeclRange hcl.Range
+	Name     string
+	Fleet    string
+	Address  string // host name or IP, without the port
+	Port     int    // 0: the ssh block's port
+	Location Location
+	// OwnLocation is what the host block itself sets, empty where it
+	// inherits: a probe reports whether a host's zone came from its own
+	// block or from its fleet's defaults, even where the two are equal.
+	OwnLocation Location
+	Labels      map[string]string
+	DeclRange   hcl.Range
 }
 
 // GCP is the `gcp` block of a fleet whose machines gpulayer creates.

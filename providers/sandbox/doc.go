@@ -6,8 +6,10 @@
 // queries from the recording and reports as busy the GPUs that live
 // processes started on that machine use (their CUDA_VISIBLE_DEVICES).
 // Commands are interpreted in-process by default (shell.go: the sandbox's
-// own sh scripts run in the interpreter, every other program as a real
-// process) or run by a real POSIX shell (Options.Shell). Processes launched
+// own sh scripts run in the interpreter and its Go tools, nvidia-smi, are
+// called directly, every other program runs as a real process) or run by a
+// real POSIX shell (Options.Shell), which reaches the Go tools through
+// shims that re-execute the program running the sandbox (tools.go). Processes launched
 // on a sandbox machine are real local processes of the current user.
 //
 // Start writes into a directory a configuration gpulayer can load (an ssh

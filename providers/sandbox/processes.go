@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -16,14 +16,15 @@ import (
 // SIGTERM, then SIGKILL for those still there after a grace period. On
 // systems without /proc there is nothing to find and nothing is done.
 func stopProcesses(machinesDir string) error {
-	pids := sandboxProcesses(machinesDir)
+	under := func(machine []byte) bool { return bytes.HasPrefix(machine, []byte(machinesDir)) }
+	pids := pidsOf(machineProcesses(under))
 	for _, p := range pids {
 		_ = syscall.Kill(p, syscall.SIGTERM)
 	}
 	deadline := time.Now().Add(3 * time.Second)
 	for len(pids) > 0 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
-		pids = sandboxProcesses(machinesDir)
+		pids = pidsOf(machineProcesses(under))
 	}
 	var errs []error
 	for _, p := range pids {
@@ -34,28 +35,51 @@ func stopProcesses(machinesDir string) error {
 	return errors.Join(errs...)
 }
 
-// sandboxProcesses lists live (not zombie) processes started on the
-// sandbox's machines.
-func sandboxProcesses(machinesDir string) []int {
+// machineProcess is a live process started on a sandbox machine.
+type machineProcess struct {
+	pid     int
+	environ []byte // NUL-separated, as /proc/PID/environ holds it
+}
+
+// getenv returns the value of the variable name in the process's
+// environment, and whether it is set.
+func (p machineProcess) getenv(name string) (string, bool) {
+	for kv := range bytes.SplitSeq(p.environ, []byte{0}) {
+		if v, ok := bytes.CutPrefix(kv, []byte(name+"=")); ok {
+			return string(v), true
+		}
+	}
+	return "", false
+}
+
+// machineProcesses lists, by pid, the live (not zombie) processes other
+// than this one whose GPULAYER_SANDBOX_MACHINE value machine accepts.
+// Every process started through a machine's SSH server inherits that
+// variable; it is how a machine's processes are told from the others' on
+// the same computer.
+func machineProcesses(machine func(dir []byte) bool) []machineProcess {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
 	}
-	marker := []byte("GPULAYER_SANDBOX_MACHINE=" + machinesDir)
+	marker := []byte(machineEnv + "=")
 	self := os.Getpid()
-	var pids []int
+	var procs []machineProcess
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == self {
 			continue
 		}
-		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
 		if err != nil {
 			continue
 		}
+		if len(env) == 0 {
+			env = settledEnviron(pid)
+		}
 		found := false
-		for _, kv := range bytes.Split(env, []byte{0}) {
-			if bytes.HasPrefix(kv, marker) {
+		for kv := range bytes.SplitSeq(env, []byte{0}) {
+			if dir, ok := bytes.CutPrefix(kv, marker); ok && machine(dir) {
 				found = true
 				break
 			}
@@ -63,9 +87,61 @@ func sandboxProcesses(machinesDir string) []int {
 		if !found || zombie(pid) {
 			continue
 		}
-		pids = append(pids, pid)
+		procs = append(procs, machineProcess{pid: pid, environ: env})
+	}
+	slices.SortFunc(procs, func(a, b machineProcess) int { return a.pid - b.pid })
+	return procs
+}
+
+func pidsOf(procs []machineProcess) []int {
+	pids := make([]int, len(procs))
+	for i, p := range procs {
+		pids[i] = p.pid
 	}
 	return pids
+}
+
+// settledEnviron reads the environment of a process that showed none.
+// Kernel threads have none; a user process shows none while it is in
+// execve (between losing its old memory and setting up the new one), and
+// a process just launched with `sh -c 'VAR=x setsid prog &'` passes
+// through two execs. Reading it again a moment later keeps a launched
+// process from blinking out of nvidia-smi's view, or out of
+// stopProcesses' sight, in that window.
+func settledEnviron(pid int) []byte {
+	if kernelThread(pid) {
+		return nil
+	}
+	path := "/proc/" + strconv.Itoa(pid) + "/environ"
+	for range 20 {
+		time.Sleep(500 * time.Microsecond)
+		env, err := os.ReadFile(path)
+		if err != nil || len(env) > 0 {
+			return env
+		}
+	}
+	return nil
+}
+
+// kernelThread reports whether pid is a kernel thread (PF_KTHREAD in the
+// flags of /proc/PID/stat), or is gone.
+func kernelThread(pid int) bool {
+	const pfKthread = 0x00200000
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return true
+	}
+	// After the command: state ppid pgrp session tty_nr tpgid flags.
+	fields := bytes.Fields(stat[i+1:])
+	if len(fields) < 7 {
+		return true
+	}
+	flags, err := strconv.ParseUint(string(fields[6]), 10, 64)
+	return err != nil || flags&pfKthread != 0
 }
 
 func zombie(pid int) bool {

@@ -23,7 +23,10 @@ import (
 	"github.com/gpulayer/gpulayer/ssh/sshtest"
 )
 
-//go:embed scripts/nvidia-smi scripts/python3 scripts/sandbox-shell
+// scripts are the machines' programs written in sh; the Go ones (tools.go)
+// get a shim each in bin/.
+//
+//go:embed scripts/python3 scripts/sandbox-shell
 var scripts embed.FS
 
 // Files Start writes into the sandbox directory.
@@ -193,7 +196,7 @@ func Prepare(dir string, i, n int) (Machine, []string, error) {
 	}
 	env := append(baseEnv(bin),
 		"HOME="+filepath.Join(m.Dir, "home"),
-		"GPULAYER_SANDBOX_MACHINE="+m.Dir,
+		machineEnv+"="+m.Dir,
 		"GPULAYER_SANDBOX_TORCH="+m.Torch,
 	)
 	return m, env, nil
@@ -266,12 +269,12 @@ func writeMachine(m *Machine) error {
 		return fmt.Errorf("sandbox: %w", err)
 	}
 	// A machine that ran GPU processes before is idle again.
-	_ = os.Remove(filepath.Join(m.Dir, "launched"))
+	_ = os.Remove(filepath.Join(m.Dir, launchedFile))
 	var gpus strings.Builder
 	for g, uuid := range m.GPUUUIDs {
 		fmt.Fprintf(&gpus, "%d|%s|%s|%s|%d|%s\n", g, uuid, m.Model.GPUName, PCIBusID(g), m.Model.MemoryMiB, m.Model.Driver)
 	}
-	files := map[string]string{"gpus": gpus.String(), "topo.txt": m.Model.Topology()}
+	files := map[string]string{gpusFile: gpus.String(), topoFile: m.Model.Topology()}
 	for name, text := range files {
 		if err := os.WriteFile(filepath.Join(m.Dir, name), []byte(text), 0o644); err != nil {
 			return fmt.Errorf("sandbox: machine %s: %w", m.Name, err)
@@ -293,8 +296,10 @@ func setInterpreter(path, shell string) error {
 	return nil
 }
 
+// writeScripts writes the machines' programs into bin: the sh scripts and
+// the shims of the Go tools.
 func writeScripts(bin string) error {
-	for _, name := range []string{"nvidia-smi", "python3", "sandbox-shell"} {
+	for _, name := range []string{"python3", "sandbox-shell"} {
 		b, err := scripts.ReadFile("scripts/" + name)
 		if err != nil {
 			return fmt.Errorf("sandbox: %w", err)
@@ -303,7 +308,7 @@ func writeScripts(bin string) error {
 			return fmt.Errorf("sandbox: %w", err)
 		}
 	}
-	return nil
+	return writeToolShims(bin)
 }
 
 // baseEnv is the environment every machine's sessions start with: the

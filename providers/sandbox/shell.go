@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,9 +35,11 @@ const killTimeout = 2 * time.Second
 // shell, nvidia-smi and python3 it runs. What it interprets in-process:
 //
 //   - the login shell itself, and `sh -c` / `sh -s` of the command;
-//   - executables whose first line is #!/bin/sh: the sandbox's fake
-//     nvidia-smi, python3 and sandbox-shell, the same scripts the real
-//     shell runs, so both modes share one implementation of them;
+//   - the machine's Go tools (tools.go: nvidia-smi), called directly
+//     rather than through their shims in bin/;
+//   - executables whose first line is #!/bin/sh: the sandbox's python3
+//     and sandbox-shell, the same scripts the real shell runs, so both
+//     modes share one implementation of each;
 //   - `timeout DURATION COMMAND...`, as a deadline on COMMAND.
 //
 // Everything else (grep, tr, real python3, launched programs) runs as a
@@ -167,7 +170,13 @@ func (s *inProcessShell) execHandler(next interp.ExecHandlerFunc) interp.ExecHan
 			return next(ctx, args)
 		}
 		path, err := interp.LookPathDir(hc.Dir, hc.Env, args[0])
-		if err != nil || !isShScript(path) {
+		if err != nil {
+			return next(ctx, args)
+		}
+		if t, ok := toolAt(filepath.Dir(s.loginShell), path); ok {
+			return runTool(hc, t, args)
+		}
+		if !isShScript(path) {
 			return next(ctx, args)
 		}
 		script, err := s.script(path)
@@ -181,6 +190,21 @@ func (s *inProcessShell) execHandler(next interp.ExecHandlerFunc) interp.ExecHan
 		return s.interpret(ctx, hc, script.file, hc.Stdin, args[1:])
 	}
 	return handle
+}
+
+// runTool runs a machine's Go tool, as the program its shim would start
+// would: with the exported variables only.
+func runTool(hc interp.HandlerContext, t tool, args []string) error {
+	getenv := func(name string) string {
+		if v := hc.Env.Get(name); v.Exported && v.IsSet() && v.Kind == expand.String {
+			return v.Str
+		}
+		return ""
+	}
+	if status := t(getenv, args[1:], hc.Stdout, hc.Stderr); status != 0 {
+		return interp.ExitStatus(status)
+	}
+	return nil
 }
 
 // runSh interprets `sh -c COMMAND [NAME [ARG...]]` and `sh -s [--] [ARG...]`;

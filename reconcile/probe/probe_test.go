@@ -199,6 +199,9 @@ func TestMachinesFromConfigurationResolveTargetsAndLocationClaims(t *testing.T) 
 		a1.FleetDefaults != (facts.LocationClaim{Region: "paris", Zone: "paris-1", NetworkGroup: "rack-3"}) {
 		t.Errorf("a1: %+v", a1)
 	}
+	if a4 := byName["a4"]; a4.Host != (facts.LocationClaim{Zone: "paris-1"}) {
+		t.Errorf("a4 restates its fleet's zone in its own block: claim %+v, want its zone as the host's own", a4.Host)
+	}
 	if b1 := byName["b1"]; b1.Target.Address != "fd00:10:1::21" || b1.Host != (facts.LocationClaim{Zone: "paris-2", NetworkGroup: "rack-4"}) {
 		t.Errorf("b1: %+v", b1)
 	}

@@ -29,30 +29,12 @@ func Machines(cfg *config.Config) ([]Machine, error) {
 				Name:          h.Name,
 				Fleet:         f.Name,
 				Target:        t,
-				Host:          hostOwnLocation(h.Location, f.Location),
+				Host:          facts.LocationClaim{Region: h.OwnLocation.Region, Zone: h.OwnLocation.Zone, NetworkGroup: h.OwnLocation.NetworkGroup},
 				FleetDefaults: facts.LocationClaim{Region: f.Location.Region, Zone: f.Location.Zone, NetworkGroup: f.Location.NetworkGroup},
 			})
 		}
 	}
 	return out, nil
-}
-
-// hostOwnLocation is what a host block says itself. Host.Location already
-// includes what the host inherits from its fleet; a value equal to the
-// fleet's is counted as the fleet's, so Source says "fleet" for a host that
-// only inherits.
-func hostOwnLocation(h, f config.Location) facts.LocationClaim {
-	own := func(v, inherited string) string {
-		if v == inherited {
-			return ""
-		}
-		return v
-	}
-	return facts.LocationClaim{
-		Region:       own(h.Region, f.Region),
-		Zone:         own(h.Zone, f.Zone),
-		NetworkGroup: own(h.NetworkGroup, f.NetworkGroup),
-	}
 }
 
 // Target is how to reach host with the fleet's ssh block s (nil: the

@@ -15,6 +15,11 @@ fleet "lab" {
 
   host "a1" { address = "10.1.0.11" }
   host "a3" { address = "10.1.0.13:2222" }
+  # Says its zone itself, the same as the fleet's: the host's own claim.
+  host "a4" {
+    address = "10.1.0.14"
+    zone    = "paris-1"
+  }
   host "b1" {
     address       = "[fd00:10:1::21]"
     zone          = "paris-2"
