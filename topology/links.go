@@ -128,19 +128,22 @@ type NUMASet []int
 // Matrix is what `nvidia-smi topo -m` (or NVML) says about one machine's
 // GPUs. GPU indices follow PCI bus order, as CUDA_VISIBLE_DEVICES does with
 // CUDA_DEVICE_ORDER=PCI_BUS_ID.
+//
+// Its JSON form (in facts documents) names fields in snake_case, as every
+// other document gpulayer writes does.
 type Matrix struct {
 	// Links[i][j] is the link from GPU i to GPU j; Self on the diagonal.
-	Links [][]Link
+	Links [][]Link `json:"links"`
 	// NICs are the NIC names: "mlx5_0", from the header or the NIC Legend.
-	NICs []string
+	NICs []string `json:"nics"`
 	// NICLinks[i][n] is the link from GPU i to NIC n.
-	NICLinks [][]Link
+	NICLinks [][]Link `json:"nic_links"`
 	// CPUAffinity per GPU as printed ("0-31,64-95"); "" when unknown.
-	CPUAffinity []string
+	CPUAffinity []string `json:"cpu_affinity"`
 	// NUMAAffinity per GPU; nil when unknown.
-	NUMAAffinity []NUMASet
+	NUMAAffinity []NUMASet `json:"numa_affinity"`
 	// GPUNUMAID per GPU (Grace Hopper and similar); -1 when unknown.
-	GPUNUMAID []int
+	GPUNUMAID []int `json:"gpu_numa_id"`
 }
 
 // GPUs is the number of GPUs in the matrix.

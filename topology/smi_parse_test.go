@@ -92,6 +92,7 @@ var recordings = []recordingFacts{
 	{file: "gh200-4x-nv6-numa-list-gpunumaid.txt", gpus: 4, links: "NV6", cpu: []string{"0-71", "72-143", "144-215", "216-287"},
 		numa: []string{"0,5-11", "1,13-19", "2,21-27", "3,29-35"}, gnid: []int{4, 12, 20, 28}},
 	{file: "dgx-spark-gb10-1gpu-single.txt", gpus: 1, links: "X", cpu: []string{"0-19"}, numa: []string{"0"}, gnid: []int{-1}},
+	{file: "h200-1gpu-vm-driver580-ansi-gpunumaid.txt", gpus: 1, links: "X", cpu: []string{"0-15"}, numa: []string{"0"}, gnid: []int{-1}},
 	{file: "2x-rtx2080ti-pix-container.txt", gpus: 2, links: "PIX", cpu: rep("24-47,72-95", 2), numa: rep("1", 2), gnid: []int{-1, -1}},
 	{file: "5x-mixed-gpu-pcie-sys-phb-node-2numa.txt", gpus: 5, links: "NODE; SYS: 0-1 0-2 0-3 0-4; PHB: 1-2 3-4",
 		cpu: cat([]string{"8-15,24-31"}, rep("0-7,16-23", 4)), numa: []string{"1", "0", "0", "0", "0"}},
