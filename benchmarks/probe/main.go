@@ -186,8 +186,20 @@ func serve(args []string) error {
 	hosts := fs.Int("hosts", 10, "machines")
 	dir := fs.String("dir", "", "sandbox directory")
 	shell := fs.String("shell", sandbox.InProcess, "the machines' shell")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the sandbox, until SIGTERM, to `FILE`")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -87,10 +87,13 @@ func (s *inProcessShell) Run(ctx context.Context, command string, env []string, 
 		io.Copy(pw, stdin)
 		pw.Close()
 	}()
+	out, errOut := newCoalescingWriter(stdout), newCoalescingWriter(stderr)
+	defer out.Close()
+	defer errOut.Close()
 	r, err := interp.New(
 		interp.Env(expand.ListEnviron(env...)),
 		interp.Dir(dir),
-		interp.StdIO(pr, stdout, stderr),
+		interp.StdIO(pr, out, errOut),
 		interp.ExecHandlers(s.execHandler),
 		interp.CallHandler(refuseBackgroundEval),
 		interp.Params("--", "-c", command),
@@ -98,7 +101,11 @@ func (s *inProcessShell) Run(ctx context.Context, command string, env []string, 
 	if err != nil {
 		return 255, fmt.Errorf("sandbox shell: %w", err)
 	}
-	return exitCode(ctx, r.Run(ctx, login.file), stderr), nil
+	status := exitCode(ctx, r.Run(ctx, login.file), errOut)
+	// All output is sent before the exit status.
+	out.Close()
+	errOut.Close()
+	return status, nil
 }
 
 // exitCode turns what a Runner returned into an exit status, reporting an
