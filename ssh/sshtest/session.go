@@ -33,6 +33,11 @@ func signalName(sig os.Signal) string {
 // command is one exec request being served: a shell process (cmd) or a
 // call of Options.Runner (cancel).
 type command struct {
+	// replied is closed once the exec request was answered. Output, the
+	// exit status and the channel's close wait for it, as with sshd: a
+	// command that ends at once must not close the channel before the
+	// client has its answer (it would read EOF, not a status).
+	replied  chan struct{}
 	mu       sync.Mutex
 	cmd      *exec.Cmd
 	cancel   context.CancelFunc
@@ -102,6 +107,7 @@ func (s *Server) session(ch ssh.Channel, reqs <-chan *ssh.Request, open, running
 				continue
 			}
 			req.Reply(true, nil)
+			close(c.replied)
 		case "signal":
 			var p struct{ Signal string }
 			if ssh.Unmarshal(req.Payload, &p) == nil && c != nil {
@@ -163,7 +169,7 @@ func (s *Server) start(ch ssh.Channel, line string, env []string, running *atomi
 	}
 	outW.Close()
 	errW.Close()
-	c := &command{cmd: cmd, outputs: []*os.File{outR, errR}}
+	c := &command{cmd: cmd, outputs: []*os.File{outR, errR}, replied: make(chan struct{})}
 
 	go func() {
 		io.Copy(stdin, ch)
@@ -171,8 +177,8 @@ func (s *Server) start(ch ssh.Channel, line string, env []string, running *atomi
 	}()
 	var copying sync.WaitGroup
 	copying.Add(2)
-	go func() { defer copying.Done(); io.Copy(ch, outR) }()
-	go func() { defer copying.Done(); io.Copy(ch.Stderr(), errR) }()
+	go func() { defer copying.Done(); <-c.replied; io.Copy(ch, outR) }()
+	go func() { defer copying.Done(); <-c.replied; io.Copy(ch.Stderr(), errR) }()
 	go func() {
 		err := cmd.Wait()
 		running.Add(-1)
@@ -195,10 +201,11 @@ func (s *Server) start(ch ssh.Channel, line string, env []string, running *atomi
 // cancels it; a command a signal cancelled ends with that signal.
 func (s *Server) startRunner(ch ssh.Channel, line string, env []string, running *atomic.Int64) *command {
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &command{cancel: cancel}
+	c := &command{cancel: cancel, replied: make(chan struct{})}
 	s.notePeak(running.Add(1))
 	go func() {
 		defer cancel()
+		<-c.replied
 		status, err := s.opts.Runner.Run(ctx, line, env, s.opts.Dir, ch, ch, ch.Stderr())
 		running.Add(-1)
 		if err != nil {
