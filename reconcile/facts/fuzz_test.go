@@ -1,0 +1,70 @@
+package facts_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"unicode"
+
+	"github.com/gpulayer/gpulayer/reconcile/facts"
+	"github.com/gpulayer/gpulayer/reconcile/factsview"
+)
+
+// fuzzNonce is the nonce of the recorded probe output the fuzzer starts
+// from (testdata/probe/h200-vm-NONCE.txt).
+const fuzzNonce = "d20954550c042a18fe7a1dc7"
+
+// FuzzParse feeds the probe parser what a hostile or broken machine could
+// print. Whatever it reads, the parser must not fail or panic, must keep
+// its own promises (GPUs by index, free GPUs exactly those without a
+// process), and the table `gpulayer probe` prints from it must carry no
+// control character a terminal would act on. The seed corpus is in
+// testdata/fuzz/FuzzParse; the recorded outputs are added too.
+func FuzzParse(f *testing.F) {
+	recorded, err := filepath.Glob(filepath.Join("testdata", "probe", "*-"+fuzzNonce+".txt"))
+	if err != nil || len(recorded) == 0 {
+		f.Fatalf("no recorded probe output in testdata/probe: %v", err)
+	}
+	for _, path := range recorded {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, output []byte) {
+		h := facts.Parse(output, fuzzNonce)
+		if h.Status != facts.StatusOK {
+			t.Fatalf("status %q: Parse reports what it could not read as warnings", h.Status)
+		}
+		var free []int
+		for i, g := range h.GPUs {
+			if i > 0 && g.Index < h.GPUs[i-1].Index {
+				t.Fatalf("GPUs out of index order: %d after %d", g.Index, h.GPUs[i-1].Index)
+			}
+			if len(g.Processes) == 0 {
+				free = append(free, g.Index)
+			}
+		}
+		if !slices.Equal(free, h.FreeGPUs) && !(len(free) == 0 && len(h.FreeGPUs) == 0) {
+			t.Fatalf("free GPUs %v, but the GPUs without a process are %v", h.FreeGPUs, free)
+		}
+		if _, err := json.Marshal(h); err != nil {
+			t.Fatalf("the host does not marshal: %v", err)
+		}
+		h.Name, h.Address = "gpu-01", "10.0.0.1"
+		var table bytes.Buffer
+		if err := factsview.WriteTable(&table, &facts.Document{Version: facts.Version, Hosts: []facts.Host{h}}, false); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range table.String() {
+			if r != '\n' && (unicode.IsControl(r) || strings.ContainsRune("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069", r)) {
+				t.Fatalf("the table carries %U from the machine's output:\n%q", r, table.String())
+			}
+		}
+	})
+}
