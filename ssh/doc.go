@@ -16,7 +16,9 @@
 // Host keys are checked against known_hosts (the user's file and, by
 // default, the system's), strictly unless a Target says "accept-new", which
 // records the key of a host seen for the first time. A changed host key is
-// always refused. The pool never accepts a host key it cannot check.
+// always refused. Host certificates are checked against known_hosts'
+// @cert-authority lines (principal, validity, revocation). The pool never
+// accepts a host key it cannot check.
 //
 // A command whose context ends is sent SIGTERM and its session closed,
 // but sshd delivers signals only to users other than root and does not

@@ -90,36 +90,77 @@ type knownHostsFile struct {
 
 	mu sync.Mutex
 	cb ssh.HostKeyCallback // nil while none of the files exists
+	// authorities are the @cert-authority lines of the files. knownhosts
+	// reports their keys among a host's known keys without saying which
+	// they are.
+	authorities map[lineOf]bool
+}
+
+// lineOf is a line of a known_hosts file, numbered from 1 as knownhosts
+// numbers them.
+type lineOf struct {
+	file string
+	line int
 }
 
 func newKnownHostsFile(path string, also []string) (*knownHostsFile, error) {
 	f := &knownHostsFile{path: path, also: also}
-	cb, err := f.parse()
+	cb, authorities, err := f.parse()
 	if err != nil {
 		return nil, err
 	}
-	f.cb = cb
+	f.cb, f.authorities = cb, authorities
 	return f, nil
 }
 
 // parse reads the files that exist; nil when none does.
-func (f *knownHostsFile) parse() (ssh.HostKeyCallback, error) {
+func (f *knownHostsFile) parse() (ssh.HostKeyCallback, map[lineOf]bool, error) {
 	var files []string
 	for _, p := range append([]string{f.path}, f.also...) {
 		if _, err := os.Stat(p); err == nil {
 			files = append(files, p)
 		} else if !errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("known_hosts %s: %w", p, err)
+			return nil, nil, fmt.Errorf("known_hosts %s: %w", p, err)
 		}
 	}
 	if len(files) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	cb, err := knownhosts.New(files...)
 	if err != nil {
-		return nil, fmt.Errorf("known_hosts: %w", err)
+		return nil, nil, fmt.Errorf("known_hosts: %w", err)
 	}
-	return cb, nil
+	authorities := map[lineOf]bool{}
+	for _, p := range files {
+		text, err := os.ReadFile(p)
+		if err != nil {
+			return nil, nil, fmt.Errorf("known_hosts %s: %w", p, err)
+		}
+		for i, line := range strings.Split(string(text), "\n") {
+			if marker, _, _ := strings.Cut(strings.TrimSpace(line), " "); marker == "@cert-authority" {
+				authorities[lineOf{p, i + 1}] = true
+			}
+		}
+	}
+	return cb, authorities, nil
+}
+
+// hostKeys drops the certificate authorities from keys, leaving the
+// host's own.
+func (f *knownHostsFile) hostKeys(keys []knownhosts.KnownKey) []knownhosts.KnownKey {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return withoutAuthorities(keys, f.authorities)
+}
+
+func withoutAuthorities(keys []knownhosts.KnownKey, authorities map[lineOf]bool) []knownhosts.KnownKey {
+	var own []knownhosts.KnownKey
+	for _, k := range keys {
+		if !authorities[lineOf{k.Filename, k.Line}] {
+			own = append(own, k)
+		}
+	}
+	return own
 }
 
 func (f *knownHostsFile) callback() ssh.HostKeyCallback {
@@ -160,9 +201,19 @@ func (f *knownHostsFile) known(address string) []knownhosts.KnownKey {
 // address matters; knownhosts prefers the dialed address when it is given.
 var placeholderAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 22}
 
+// certAlgorithms are the host certificate algorithms offered to a host an
+// @cert-authority line covers. The authority's key type says nothing of
+// the certified key's, so all of them, as OpenSSH offers.
+var certAlgorithms = []string{
+	ssh.CertAlgoED25519v01,
+	ssh.CertAlgoECDSA256v01, ssh.CertAlgoECDSA384v01, ssh.CertAlgoECDSA521v01,
+	ssh.CertAlgoRSASHA512v01, ssh.CertAlgoRSASHA256v01,
+}
+
 // hostKeyAlgorithms lists the host key algorithms to offer for address:
-// those of the keys known_hosts holds for it, so that the server presents
-// the key we can check (x/crypto prefers ECDSA where OpenSSH records
+// certificates first when an @cert-authority line covers it, then those
+// of the keys known_hosts holds for it, so that the server presents the
+// key we can check (x/crypto prefers ECDSA where OpenSSH records
 // ed25519). Nil means the library's defaults, for hosts not listed.
 func (f *knownHostsFile) hostKeyAlgorithms(address string) []string {
 	var algos []string
@@ -173,7 +224,22 @@ func (f *knownHostsFile) hostKeyAlgorithms(address string) []string {
 			algos = append(algos, a)
 		}
 	}
-	for _, k := range f.known(address) {
+	known := f.known(address)
+	own := f.hostKeys(known)
+	if len(own) < len(known) {
+		for _, a := range certAlgorithms {
+			add(a)
+		}
+		if len(own) == 0 {
+			// No key of the host's own: after the certificates, any key,
+			// so that a host without a certificate is reported unknown
+			// (and accept-new can record it), as OpenSSH does.
+			for _, a := range ssh.SupportedAlgorithms().HostKeys {
+				add(a)
+			}
+		}
+	}
+	for _, k := range own {
 		switch t := k.Key.Type(); t {
 		case ssh.KeyAlgoRSA:
 			add(ssh.KeyAlgoRSASHA512)
@@ -207,11 +273,20 @@ func (f *knownHostsFile) verify(address string, remote net.Addr, key ssh.PublicK
 		}
 		var ke *knownhosts.KeyError
 		if !errors.As(err, &ke) {
+			if cert, ok := key.(*ssh.Certificate); ok {
+				// An authority it does not list, another host's name,
+				// an expired or revoked certificate.
+				return fmt.Errorf("host certificate of %s (id %q, signed by %s %s) refused: %w; known_hosts files: %s",
+					knownhosts.Normalize(address), cert.KeyId, cert.SignatureKey.Type(), ssh.FingerprintSHA256(cert.SignatureKey),
+					err, strings.Join(append([]string{f.path}, f.also...), ", "))
+			}
 			// Revoked keys and malformed addresses.
 			return fmt.Errorf("host key of %s: %w", knownhosts.Normalize(address), err)
 		}
-		if len(ke.Want) > 0 {
-			return &HostKeyChangedError{Address: address, KeyType: key.Type(), Fingerprint: ssh.FingerprintSHA256(key), Known: ke.Want}
+		// An authority's key is not the host's: a host it covers that
+		// shows a plain key is unknown, not changed, as with OpenSSH.
+		if own := f.hostKeys(ke.Want); len(own) > 0 {
+			return &HostKeyChangedError{Address: address, KeyType: key.Type(), Fingerprint: ssh.FingerprintSHA256(key), Known: own}
 		}
 	}
 	return &UnknownHostKeyError{Address: address, KeyType: key.Type(), Fingerprint: ssh.FingerprintSHA256(key), KnownHostsFile: f.path}
@@ -243,16 +318,18 @@ func (f *knownHostsFile) record(address string, remote net.Addr, key ssh.PublicK
 	if err != nil {
 		return fmt.Errorf("recording host key of %s: reading %s: %w", knownhosts.Normalize(address), f.path, err)
 	}
-	cb, err := f.parse()
+	cb, authorities, err := f.parse()
 	if err != nil {
 		return err
 	}
-	f.cb = cb
+	f.cb, f.authorities = cb, authorities
 	if cb != nil {
 		if err := cb(address, remote, key); err == nil {
 			return nil
-		} else if ke := (*knownhosts.KeyError)(nil); errors.As(err, &ke) && len(ke.Want) > 0 {
-			return &HostKeyChangedError{Address: address, KeyType: key.Type(), Fingerprint: ssh.FingerprintSHA256(key), Known: ke.Want}
+		} else if ke := (*knownhosts.KeyError)(nil); errors.As(err, &ke) {
+			if own := withoutAuthorities(ke.Want, authorities); len(own) > 0 {
+				return &HostKeyChangedError{Address: address, KeyType: key.Type(), Fingerprint: ssh.FingerprintSHA256(key), Known: own}
+			}
 		}
 	}
 	line := knownhosts.Line([]string{knownhosts.Normalize(address)}, key) + "\n"
@@ -265,7 +342,7 @@ func (f *knownHostsFile) record(address string, remote net.Addr, key ssh.PublicK
 	if err := file.Sync(); err != nil {
 		return fmt.Errorf("recording host key of %s in %s: %w", knownhosts.Normalize(address), f.path, err)
 	}
-	if f.cb, err = f.parse(); err != nil {
+	if f.cb, f.authorities, err = f.parse(); err != nil {
 		return err
 	}
 	return nil
