@@ -190,17 +190,11 @@ func serve(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	sb, err := sandbox.Start(sandbox.Options{Hosts: *hosts, Dir: *dir, Shell: *shell})
@@ -211,6 +205,26 @@ func serve(args []string) error {
 	fmt.Println("ready")
 	<-ctx.Done()
 	return nil
+}
+
+// startCPUProfile writes a CPU profile to path until the returned function
+// is called; with path "" it does nothing.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
 
 // client probes every host of the sandbox in dir once and prints a result.
@@ -224,17 +238,11 @@ func client(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	if *command != "probe" && *command != "true" {
 		return fmt.Errorf("-command: want probe or true, got %q", *command)
 	}
