@@ -4,6 +4,8 @@ package ssh
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
@@ -201,5 +203,49 @@ func TestOpenSSHAsBastion(t *testing.T) {
 	}
 	if st := inner.Stats(); st.Conns != 1 {
 		t.Errorf("inner host: %d connections", st.Conns)
+	}
+}
+
+// TestOpenSSHHostCertificate: sshd presents a host certificate made by
+// OpenSSH's own ssh-keygen, and the pool trusts it through one
+// @cert-authority line, with no line for the host itself.
+func TestOpenSSHHostCertificate(t *testing.T) {
+	keygen, err := exec.LookPath("ssh-keygen")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("ssh-keygen is not installed (Debian package openssh-client)")
+		}
+		t.Skip("ssh-keygen is not installed")
+	}
+	f := newFixture(t)
+	dir := t.TempDir()
+	_, hostKey, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostPub, err := ssh.NewPublicKey(hostKey.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "host.pub"), ssh.MarshalAuthorizedKey(hostPub), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"-q", "-t", "ed25519", "-N", "", "-C", "fleet CA", "-f", filepath.Join(dir, "ca")},
+		{"-q", "-s", filepath.Join(dir, "ca"), "-I", "gpu host", "-h", "-n", "127.0.0.1", "-V", "-5m:+1h", filepath.Join(dir, "host.pub")},
+	} {
+		if out, err := exec.Command(keygen, args...).CombinedOutput(); err != nil {
+			t.Fatalf("ssh-keygen %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	srv, _ := f.openSSH(sshdtest.Options{HostKey: hostKey, Config: []string{"HostCertificate " + filepath.Join(dir, "host-cert.pub")}})
+	caPub, err := os.ReadFile(filepath.Join(dir, "ca.pub"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendLine(t, f.knownHosts, fmt.Sprintf("@cert-authority [127.0.0.1]:%d %s", srv.Port, strings.TrimSpace(string(caPub))))
+	res := run(t, newPool(t, Options{}), f.openSSHTarget("certified", srv), "echo certified")
+	if string(res.Stdout) != "certified\n" {
+		t.Fatalf("stdout %q\nsshd log:\n%s", res.Stdout, srv.Log())
 	}
 }
