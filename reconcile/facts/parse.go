@@ -361,6 +361,12 @@ func (h *Host) gpuByUUID(uuid string) *GPU {
 // mib reads a memory amount printed with nounits (MiB); a value nvidia-smi
 // cannot know ("[N/A]") is 0 with a warning.
 func (h *Host) mib(v, field string, line int) int64 {
+	if notAvailable(v) {
+		// GPUs that share the host's memory (DGX Spark's GB10, Jetson)
+		// have no memory of their own to report.
+		h.warn("nvidia-smi line %d: %s is %s (memory shared with the CPU?): counted as 0 MiB", line, field, v)
+		return 0
+	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < 0 {
 		h.warn("nvidia-smi line %d: %s %q is not a MiB count", line, field, clip(v))

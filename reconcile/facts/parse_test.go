@@ -147,7 +147,8 @@ func TestParseWarnsInsteadOfFailing(t *testing.T) {
 		{"topology unreadable", replace(frame{sectionTopo, "no matrix here\n", 0}), true, "nvidia-smi topo -m:", 8, nil, false},
 		{"short gpu row", replace(frame{sectionGPUs, "0, GPU-x, 00000000:07:00.0\n", 0}), true, "want 7 fields", 0, nil, true},
 		{"unknown uuid", replace(frame{sectionComputeApps, "GPU-nope, 12, 100\n", 0}), true, "unknown GPU", 8, nil, true},
-		{"memory not a number", replace(frame{sectionGPUs, "0, GPU-x, A100, 00000000:07:00.0, [N/A], 0, 1\n", 0}), true, "memory.total", 1, nil, true},
+		{"memory not reported", replace(frame{sectionGPUs, "0, GPU-x, NVIDIA GB10, 0000000F:01:00.0, [N/A], [N/A], 580.95.05\n", 0}), true, "memory.total is [N/A] (memory shared with the CPU?): counted as 0 MiB", 1, nil, true},
+		{"memory not a number", replace(frame{sectionGPUs, "0, GPU-x, A100, 00000000:07:00.0, 80 GiB, 0, 1\n", 0}), true, `memory.total "80 GiB" is not a MiB count`, 1, nil, true},
 		{"uname garbage", replace(frame{sectionUname, "", 127}), true, "uname -srm", 8, nil, true},
 		{"gce without zone", replace(frame{sectionProductName, "Google Compute Engine\n", 0}), true, "metadata zone was not asked", 8, nil, true},
 	}
