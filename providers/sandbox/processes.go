@@ -127,28 +127,31 @@ func settledEnviron(pid int) []byte {
 // flags of /proc/PID/stat), or is gone.
 func kernelThread(pid int) bool {
 	const pfKthread = 0x00200000
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return true
-	}
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return true
-	}
-	// After the command: state ppid pgrp session tty_nr tpgid flags.
-	fields := bytes.Fields(stat[i+1:])
-	if len(fields) < 7 {
+	fields, ok := statFields(pid)
+	if !ok || len(fields) < 7 {
 		return true
 	}
 	flags, err := strconv.ParseUint(string(fields[6]), 10, 64)
 	return err != nil || flags&pfKthread != 0
 }
 
+// zombie reports whether pid has ended but was not reaped, or is gone.
 func zombie(pid int) bool {
+	fields, ok := statFields(pid)
+	return !ok || len(fields) == 0 || string(fields[0]) == "Z"
+}
+
+// statFields are the fields of /proc/PID/stat after the command name
+// (state, ppid, pgrp, session, tty_nr, tpgid, flags, ...); the name is
+// skipped up to its last ')', since it may hold blanks and parentheses.
+func statFields(pid int) ([][]byte, bool) {
 	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return true
+		return nil, false
 	}
 	i := bytes.LastIndexByte(stat, ')')
-	return i < 0 || i+2 >= len(stat) || stat[i+2] == 'Z'
+	if i < 0 {
+		return nil, false
+	}
+	return bytes.Fields(stat[i+1:]), true
 }

@@ -29,12 +29,17 @@ func Machines(cfg *config.Config) ([]Machine, error) {
 				Name:          h.Name,
 				Fleet:         f.Name,
 				Target:        t,
-				Host:          facts.LocationClaim{Region: h.OwnLocation.Region, Zone: h.OwnLocation.Zone, NetworkGroup: h.OwnLocation.NetworkGroup},
-				FleetDefaults: facts.LocationClaim{Region: f.Location.Region, Zone: f.Location.Zone, NetworkGroup: f.Location.NetworkGroup},
+				Host:          claim(h.OwnLocation),
+				FleetDefaults: claim(f.Location),
 			})
 		}
 	}
 	return out, nil
+}
+
+// claim is what a block of the configuration says of a location.
+func claim(l config.Location) facts.LocationClaim {
+	return facts.LocationClaim{Region: l.Region, Zone: l.Zone, NetworkGroup: l.NetworkGroup}
 }
 
 // Target is how to reach host with the fleet's ssh block s (nil: the
