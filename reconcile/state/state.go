@@ -1,0 +1,299 @@
+package state
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gpulayer/gpulayer/reconcile/facts"
+)
+
+// FormatVersion is the version of the state document this package writes.
+// A document of a newer version is refused, never rewritten: an older
+// gpulayer would drop what it does not understand.
+const FormatVersion = 1
+
+// State is the whole document.
+type State struct {
+	FormatVersion int `json:"format_version"`
+	// Lineage is a UUID made when the state is first written. A saved plan
+	// and a remote backend check it, so that a plan made against one state
+	// is never applied to another.
+	Lineage string `json:"lineage"`
+	// Serial is incremented by every write.
+	Serial          uint64 `json:"serial"`
+	GpulayerVersion string `json:"gpulayer_version"`
+	// Jobs are the jobs gpulayer launched and has not stopped, sorted by
+	// name.
+	Jobs []Job `json:"jobs"`
+	// Machines are the machines providers created, sorted by fleet and
+	// name.
+	Machines []Machine `json:"machines"`
+	// Facts are what the last refresh found; nil before the first one.
+	Facts *facts.Document `json:"facts,omitempty"`
+}
+
+// New is an empty state of the current format, with no lineage yet (Save
+// makes one on the first write).
+func New() *State {
+	return &State{FormatVersion: FormatVersion, Jobs: []Job{}, Machines: []Machine{}}
+}
+
+// Job statuses.
+const (
+	// JobLaunching: apply is starting the nodes; some may have a process.
+	JobLaunching = "launching"
+	// JobRunning: every node's process was started and confirmed.
+	JobRunning = "running"
+	// JobFailed: a launch failed and its started nodes were stopped; Error
+	// says why. The next plan replaces it.
+	JobFailed = "failed"
+	// JobStopping: apply is stopping the nodes.
+	JobStopping = "stopping"
+)
+
+// Job is one launched job.
+type Job struct {
+	Name string `json:"name"`
+	// Spec is the effective configuration the job was launched with, and
+	// ConfigHash its hash (Spec.Hash()); the plan compares both with the
+	// configuration to say which fields changed.
+	Spec       JobSpec `json:"spec"`
+	ConfigHash string  `json:"config_hash"`
+	Status     string  `json:"status"`
+	// Error is why the job failed; empty otherwise.
+	Error string `json:"error,omitempty"`
+	// RunID names this launch; every process of the job carries it as
+	// GPULAYER_RUN_ID, so stop can find descendants that left the group.
+	RunID      string    `json:"run_id"`
+	MasterAddr string    `json:"master_addr,omitempty"`
+	MasterPort int       `json:"master_port,omitempty"`
+	LaunchedAt time.Time `json:"launched_at"`
+	// Nodes in node-rank order.
+	Nodes []Node `json:"nodes"`
+}
+
+// Node is one machine of a job.
+type Node struct {
+	Rank    int    `json:"rank"`
+	Host    string `json:"host"`
+	Fleet   string `json:"fleet,omitempty"`
+	Address string `json:"address"`
+	Port    int    `json:"port,omitempty"`
+	// GPUs are the indices the node was given, ascending, and GPUUUIDs
+	// their UUIDs in the same order when the probe knew them.
+	GPUs     []int    `json:"gpus"`
+	GPUUUIDs []string `json:"gpu_uuids,omitempty"`
+	// Location is where the host was when the job was placed.
+	Location Location `json:"location"`
+	// Process is what was started there; nil until it was.
+	Process *Process `json:"process,omitempty"`
+}
+
+// Location is a machine's region, zone and network group.
+type Location struct {
+	Region       string `json:"region,omitempty"`
+	Zone         string `json:"zone,omitempty"`
+	NetworkGroup string `json:"network_group,omitempty"`
+}
+
+// Process identifies one started process so that a later process reusing
+// its pid is never taken for it: a process is the job's only while its
+// pid, its start time (field 22 of /proc/PID/stat, clock ticks after
+// boot) and the machine's boot id all match.
+type Process struct {
+	PID       int       `json:"pid"`
+	PGID      int       `json:"pgid"`
+	StartTime uint64    `json:"start_time"`
+	BootID    string    `json:"boot_id"`
+	RunID     string    `json:"run_id"`
+	LogPath   string    `json:"log_path,omitempty"`
+	StartedAt time.Time `json:"started_at"`
+}
+
+// JobSpec is a job's effective configuration: everything that, changed,
+// means the job must be launched again.
+type JobSpec struct {
+	Command     []string          `json:"command"`
+	Env         map[string]string `json:"env"`
+	Workdir     string            `json:"workdir,omitempty"`
+	Launcher    string            `json:"launcher"`
+	Nodes       int               `json:"nodes"`
+	GPUsPerNode int               `json:"gpus_per_node"`
+	MasterPort  int               `json:"master_port,omitempty"`
+	Policy      PolicySpec        `json:"policy"`
+	// StopTimeout is how long stop waits between SIGTERM and SIGKILL. It
+	// is not part of the hash: changing it needs no relaunch.
+	StopTimeout Duration `json:"stop_timeout"`
+}
+
+// PolicySpec is the effective placement policy of a job.
+type PolicySpec struct {
+	Name            string            `json:"name"`
+	GroupLocality   string            `json:"group_locality"`
+	Rank            string            `json:"rank"`
+	OnUnschedulable string            `json:"on_unschedulable"`
+	BucketChoice    string            `json:"bucket_choice"`
+	Regions         []string          `json:"regions"`
+	Labels          map[string]string `json:"labels"`
+}
+
+// Spec fields, as the plan names them when they change.
+const (
+	FieldCommand     = "command"
+	FieldEnv         = "env"
+	FieldWorkdir     = "workdir"
+	FieldLauncher    = "launcher"
+	FieldNodes       = "nodes"
+	FieldGPUsPerNode = "gpus_per_node"
+	FieldMasterPort  = "master_port"
+	FieldPolicy      = "policy"
+)
+
+// hashed is the part of a JobSpec that the hash covers, field by field, in
+// a fixed order.
+func (s JobSpec) hashed() [][2]any {
+	p := s.Policy
+	p.Name = "" // renaming a policy with the same rules changes nothing
+	return [][2]any{
+		{FieldCommand, s.Command},
+		{FieldEnv, s.Env},
+		{FieldWorkdir, s.Workdir},
+		{FieldLauncher, s.Launcher},
+		{FieldNodes, s.Nodes},
+		{FieldGPUsPerNode, s.GPUsPerNode},
+		{FieldMasterPort, s.MasterPort},
+		{FieldPolicy, p},
+	}
+}
+
+// Hash is "sha256:" and the hex digest of the spec's launch-relevant
+// fields. encoding/json writes map keys sorted, so equal specs hash
+// equally.
+func (s JobSpec) Hash() string {
+	h := sha256.New()
+	for _, f := range s.hashed() {
+		b, _ := json.Marshal(normalize(f[1]))
+		h.Write([]byte(f[0].(string)))
+		h.Write([]byte{0})
+		h.Write(b)
+		h.Write([]byte{0})
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// ChangedFields lists the fields whose values differ between old and new,
+// in the spec's order.
+func ChangedFields(old, new JobSpec) []string {
+	a, b := old.hashed(), new.hashed()
+	var out []string
+	for i := range a {
+		x, _ := json.Marshal(normalize(a[i][1]))
+		y, _ := json.Marshal(normalize(b[i][1]))
+		if string(x) != string(y) {
+			out = append(out, a[i][0].(string))
+		}
+	}
+	return out
+}
+
+// normalize makes nil and empty slices and maps hash alike.
+func normalize(v any) any {
+	switch x := v.(type) {
+	case []string:
+		if x == nil {
+			return []string{}
+		}
+	case map[string]string:
+		if x == nil {
+			return map[string]string{}
+		}
+	case PolicySpec:
+		if x.Regions == nil {
+			x.Regions = []string{}
+		}
+		if x.Labels == nil {
+			x.Labels = map[string]string{}
+		}
+		return x
+	}
+	return v
+}
+
+// Machine is one machine a provider created, with the provider's record of
+// it; that record, not the machine's claims, says where it is (ADR-0021).
+type Machine struct {
+	Fleet    string `json:"fleet"`
+	Name     string `json:"name"`
+	Provider string `json:"provider"`
+	// SpecHash is the hash of the fleet's provider block the machine was
+	// created from; a change that needs a new machine shows as replace.
+	SpecHash   string    `json:"spec_hash,omitempty"`
+	ID         string    `json:"id,omitempty"`
+	Zone       string    `json:"zone,omitempty"`
+	Region     string    `json:"region,omitempty"`
+	InternalIP string    `json:"internal_ip,omitempty"`
+	ExternalIP string    `json:"external_ip,omitempty"`
+	Status     string    `json:"status,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
+	// Physical is where the provider says the machine runs (GCP's
+	// physicalHostTopology); nil when it did not say.
+	Physical *PhysicalHost `json:"physical,omitempty"`
+}
+
+// PhysicalHost is a provider's account of the hardware under a VM.
+type PhysicalHost struct {
+	Cluster  string `json:"cluster,omitempty"`
+	Block    string `json:"block,omitempty"`
+	SubBlock string `json:"sub_block,omitempty"`
+	Host     string `json:"host,omitempty"`
+}
+
+// Job returns the job named name, or nil.
+func (s *State) Job(name string) *Job {
+	for i := range s.Jobs {
+		if s.Jobs[i].Name == name {
+			return &s.Jobs[i]
+		}
+	}
+	return nil
+}
+
+// SetJob records j, replacing the job of the same name, keeping Jobs
+// sorted.
+func (s *State) SetJob(j Job) {
+	if old := s.Job(j.Name); old != nil {
+		*old = j
+		return
+	}
+	s.Jobs = append(s.Jobs, j)
+	slices.SortFunc(s.Jobs, func(a, b Job) int { return strings.Compare(a.Name, b.Name) })
+}
+
+// RemoveJob forgets the job named name.
+func (s *State) RemoveJob(name string) {
+	s.Jobs = slices.DeleteFunc(s.Jobs, func(j Job) bool { return j.Name == name })
+}
+
+// Duration is a time.Duration written as Go writes it ("30s").
+type Duration time.Duration
+
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
