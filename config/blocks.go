@@ -65,7 +65,7 @@ var gcpSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 var jobSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 	{Name: "policy"}, {Name: "nodes", Required: true}, {Name: "gpus_per_node"},
 	{Name: "command", Required: true}, {Name: "env"}, {Name: "workdir"},
-	{Name: "labels"}, {Name: "launcher"}, {Name: "stop_timeout"},
+	{Name: "labels"}, {Name: "launcher"}, {Name: "stop_timeout"}, {Name: "master_port"},
 }}
 
 // declare checks the name of a top-level block and that no earlier block of
@@ -445,6 +445,14 @@ func (l *loader) jobs(blocks hcl.Blocks) {
 		d.strMap(a, "labels", &j.Labels)
 		d.enum(a, "launcher", Launchers, &j.Launcher)
 		d.duration(a, "stop_timeout", &j.StopTimeout)
+		if d.integer(a, "master_port", 1, &j.MasterPort) && j.MasterPort > 65535 {
+			d.add(&hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Invalid value for master_port",
+				Detail:   fmt.Sprintf("master_port is a TCP port, 1 to 65535; got %d.", j.MasterPort),
+				Subject:  a["master_port"].Expr.Range().Ptr(),
+			})
+		}
 		l.cfg.Jobs = append(l.cfg.Jobs, j)
 	}
 	l.add(d.diags...)

@@ -176,7 +176,9 @@ type Job struct {
 	Labels      map[string]string
 	Launcher    string // default LauncherTorchrun
 	StopTimeout time.Duration
-	DeclRange   hcl.Range
+	// MasterPort is node 0's rendezvous port; 0 lets apply choose one.
+	MasterPort int
+	DeclRange  hcl.Range
 
 	policyRange hcl.Range
 }
