@@ -93,6 +93,10 @@ type GPU struct {
 type Process struct {
 	PID           int   `json:"pid"`
 	UsedMemoryMiB int64 `json:"used_memory_mib"`
+	// RunID is the GPULAYER_RUN_ID in the process's environment: the
+	// launch of gpulayer's that it belongs to; "" when it has none or the
+	// probe could not read its environment (another user's process).
+	RunID string `json:"run_id,omitempty"`
 }
 
 // PID is the liveness of a process the caller asked about (one that state
@@ -103,6 +107,12 @@ type PID struct {
 	PID       int    `json:"pid"`
 	Alive     bool   `json:"alive"`
 	StartTime uint64 `json:"start_time,omitempty"`
+	// ExitStatus is the status a launched process exited with, when the
+	// launcher recorded it on the machine; nil while alive or unknown.
+	ExitStatus *int `json:"exit_status,omitempty"`
+	// LogTail is the last lines of an exited process's log, when the
+	// caller named its log.
+	LogTail []string `json:"log_tail,omitempty"`
 }
 
 // Find returns the host named name, or nil.

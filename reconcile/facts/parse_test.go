@@ -86,7 +86,7 @@ func TestParseReadsEverySectionOfAMachine(t *testing.T) {
 	if len(h.GPUs) != 8 || h.GPUs[7].PCIBusID != "00000000:77:00.0" || h.GPUs[2].MemoryUsedMiB != 30000 {
 		t.Fatalf("gpus: %+v", h.GPUs)
 	}
-	wantApps := map[int][]Process{2: {{777, 30000}}, 5: {{4241, 0}, {4242, 20000}}}
+	wantApps := map[int][]Process{2: {{PID: 777, UsedMemoryMiB: 30000}}, 5: {{PID: 4241}, {PID: 4242, UsedMemoryMiB: 20000}}}
 	for _, g := range h.GPUs {
 		if len(wantApps[g.Index]) == 0 && len(g.Processes) == 0 {
 			continue

@@ -1,0 +1,307 @@
+package reconcile
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/gpulayer/gpulayer/config"
+	"github.com/gpulayer/gpulayer/reconcile/facts"
+	"github.com/gpulayer/gpulayer/reconcile/state"
+	"github.com/gpulayer/gpulayer/topology"
+)
+
+// Input is everything a plan is made from.
+type Input struct {
+	Config *config.Config
+	// State is what gpulayer did before; nil means none yet.
+	State *state.State
+	// Facts are what the refresh found; nil means nothing is known of any
+	// machine.
+	Facts *facts.Document
+	// Refresh says where Facts came from (Source and File); MakePlan fills
+	// in the rest.
+	Refresh Refresh
+	// Targets, when not empty, limits the plan to these jobs (names
+	// without the "job." prefix); every other job is left as it is and
+	// keeps its GPUs.
+	Targets []string
+	// Version is gpulayer's version, recorded in the plan.
+	Version string
+}
+
+// MakePlan compares the configuration with state and facts and returns
+// what must change. It is pure and deterministic: the same input gives the
+// same plan, byte for byte once marshalled.
+//
+// Jobs are decided in three steps. First each job is classified: a
+// configured job not in state is to be launched; a job in state and no
+// longer configured is to be stopped; a job in both is kept when nothing
+// is wrong with it, and replaced otherwise, with every reason that
+// applies. Then the GPUs of the jobs to be stopped or replaced are freed,
+// and those of kept jobs held. Last, the jobs to place go through one
+// topology.ScheduleAll pass, so no two placements share a GPU: jobs
+// already in state first (a replacement keeps its turn ahead of new
+// work), then new ones, each group in name order. A job that is replaced
+// only because its configuration changed, whose processes all still run,
+// and that cannot be placed now keeps running its old configuration until
+// it can (no churn); the pass is then made again without it.
+func MakePlan(in Input) *Plan {
+	st := in.State
+	if st == nil {
+		st = state.New()
+	}
+	p := &Plan{
+		FormatVersion:   PlanFormatVersion,
+		GpulayerVersion: in.Version,
+		State:           StateRef{Lineage: st.Lineage, Serial: st.Serial},
+		Refresh:         in.Refresh,
+		Targets:         slices.Clone(in.Targets),
+		Jobs:            []JobChange{},
+		Fleets:          []FleetChange{},
+		Warnings:        []string{},
+	}
+	hosts, hostNames := hostsOf(in.Config, in.Facts)
+	p.Refresh.Hosts = len(hostNames)
+	p.Refresh.Problems = []HostProblem{}
+	for _, n := range hostNames {
+		if h := hosts[n]; h.problem != nil {
+			p.Refresh.Problems = append(p.Refresh.Problems, *h.problem)
+		} else {
+			p.Refresh.Usable++
+		}
+	}
+
+	pl := planner{in: in, st: st, hosts: hosts, hostNames: hostNames, plan: p}
+	pl.classify()
+	pl.place()
+	pl.fleets()
+	pl.summarize()
+	return p
+}
+
+// verdict is a job's classification before placement.
+type verdict struct {
+	name    string
+	cfg     *config.Job // nil: no longer configured
+	spec    state.JobSpec
+	prior   *state.Job // nil: not in state
+	reasons []Reason
+	// keep: left as it is (no-op, or not targeted); place: goes through
+	// the scheduler.
+	keep, place bool
+	// healthy says every recorded process still runs on a reachable host
+	// (so a replacement that cannot be placed may keep the old one).
+	healthy bool
+	// alive is the refresh's word on each prior node's process.
+	alive []*bool
+}
+
+type planner struct {
+	in        Input
+	st        *state.State
+	hosts     map[string]*host
+	hostNames []string
+	plan      *Plan
+	verdicts  []*verdict
+}
+
+func (pl *planner) targeted(name string) bool {
+	return len(pl.in.Targets) == 0 || slices.Contains(pl.in.Targets, name)
+}
+
+// classify decides, for every job named by the configuration or state,
+// whether it is launched, kept, replaced or stopped, and why.
+func (pl *planner) classify() {
+	cfgJobs := map[string]*config.Job{}
+	var names []string
+	for _, j := range pl.in.Config.Jobs {
+		cfgJobs[j.Name] = j
+		names = append(names, j.Name)
+	}
+	for i := range pl.st.Jobs {
+		if _, ok := cfgJobs[pl.st.Jobs[i].Name]; !ok {
+			names = append(names, pl.st.Jobs[i].Name)
+		}
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		v := &verdict{name: name, cfg: cfgJobs[name], prior: pl.st.Job(name)}
+		if v.cfg != nil {
+			v.spec = JobSpec(v.cfg)
+		} else {
+			v.spec = v.prior.Spec
+		}
+		if v.prior != nil {
+			v.alive = make([]*bool, len(v.prior.Nodes))
+		}
+		switch {
+		case !pl.targeted(name):
+			v.keep = true
+		case v.prior == nil:
+			v.place = true
+			v.reasons = []Reason{{Code: ReasonNewJob, Message: "not running yet"}}
+		case v.cfg == nil:
+			v.reasons = []Reason{{Code: ReasonRemovedFromConfig, Message: "no job \"" + name + "\" is declared any more"}}
+			pl.checkPrior(v)
+		default:
+			pl.checkPrior(v)
+			if len(v.reasons) == 0 {
+				v.keep = true
+			} else {
+				v.place = true
+			}
+		}
+		pl.verdicts = append(pl.verdicts, v)
+	}
+}
+
+// checkPrior finds what is wrong with a job state records, node by node,
+// and notes each recorded process's liveness.
+func (pl *planner) checkPrior(v *verdict) {
+	j := v.prior
+	v.healthy = j.Status == state.JobRunning
+	var reasons []Reason
+	if v.cfg != nil {
+		if hash := v.spec.Hash(); hash != j.ConfigHash {
+			fields := state.ChangedFields(j.Spec, v.spec)
+			msg := "changed: " + strings.Join(fields, ", ")
+			if len(fields) == 0 {
+				msg = "the configuration hash differs from the recorded one"
+			}
+			reasons = append(reasons, Reason{Code: ReasonConfigChanged, Message: msg, Fields: fields})
+		}
+	}
+	if j.Status != state.JobRunning {
+		msg := "the last apply left the job " + j.Status
+		if j.Error != "" {
+			msg += ": " + j.Error
+		}
+		reasons = append(reasons, Reason{Code: ReasonLaunchIncomplete, Message: msg})
+	}
+	for i, n := range j.Nodes {
+		rank := n.Rank
+		at := describeNode(n.Host, rank)
+		node := func(code ReasonCode, msg string) Reason {
+			return Reason{Code: code, Message: msg, Node: &rank, Host: n.Host}
+		}
+		h := pl.hosts[n.Host]
+		switch {
+		case h == nil:
+			reasons = append(reasons, node(ReasonHostRemoved, "host "+at+" is no longer declared"))
+			v.healthy = false
+			continue
+		case h.problem != nil && h.problem.Status == StatusNoFacts:
+			pl.plan.Warnings = append(pl.plan.Warnings, fmt.Sprintf("job %q: no facts for host %s; its process is assumed to run", j.Name, at))
+			continue
+		case h.problem != nil:
+			msg := fmt.Sprintf("host %s is %s", at, h.problem.Status)
+			if h.problem.Error != "" {
+				msg += ": " + h.problem.Error
+			}
+			reasons = append(reasons, node(ReasonHostUnreachable, msg))
+			v.healthy = false
+			continue
+		}
+		if r, alive, known := processState(h.facts, n, at); known {
+			v.alive[i] = &alive
+			if !alive {
+				r.Node, r.Host = &rank, n.Host
+				reasons = append(reasons, r)
+				v.healthy = false
+			}
+		} else if n.Process == nil {
+			v.healthy = false
+		}
+		if taken := takenGPUs(h.facts, n.GPUs, j.RunID); len(taken) > 0 {
+			reasons = append(reasons, node(ReasonGPUsTaken, fmt.Sprintf("GPU %s on %s used by %s", topology.FormatList(taken), at, foreignWords(h.facts, taken, j.RunID))))
+		}
+		if now := stateLocation(h.loc); now != n.Location {
+			reasons = append(reasons, node(ReasonLocationChanged, fmt.Sprintf("host %s moved from %s to %s", at, locationWords(n.Location), locationWords(now))))
+		}
+	}
+	slices.SortStableFunc(reasons, func(a, b Reason) int { return reasonOrder(a.Code) - reasonOrder(b.Code) })
+	v.reasons = append(v.reasons, reasons...)
+}
+
+// processState is what the facts say of a node's recorded process: known
+// is false when the refresh was not asked about it (a facts document from
+// elsewhere) or nothing was started there.
+func processState(fh *facts.Host, n state.Node, at string) (r Reason, alive, known bool) {
+	p := n.Process
+	if p == nil {
+		return Reason{}, false, false
+	}
+	if fh.BootID != "" && p.BootID != "" && fh.BootID != p.BootID {
+		return Reason{Code: ReasonProcessExited, Message: fmt.Sprintf("process %d on %s is gone: the machine rebooted", p.PID, at)}, false, true
+	}
+	for _, got := range fh.PIDs {
+		if got.PID != p.PID {
+			continue
+		}
+		switch {
+		case !got.Alive:
+			r = Reason{Code: ReasonProcessExited, Message: fmt.Sprintf("process %d on %s exited", p.PID, at)}
+			if got.ExitStatus != nil {
+				status := *got.ExitStatus
+				r.ExitStatus = &status
+				r.Message += fmt.Sprintf(" with status %d", status)
+			}
+			r.LogTail = slices.Clone(got.LogTail)
+			return r, false, true
+		case p.StartTime != 0 && got.StartTime != p.StartTime:
+			return Reason{Code: ReasonProcessExited, Message: fmt.Sprintf("process %d on %s exited (the pid now belongs to another process)", p.PID, at)}, false, true
+		}
+		return Reason{}, true, true
+	}
+	return Reason{}, false, false
+}
+
+// takenGPUs are the node's GPUs that run a process of another run than
+// runID (or one whose run the probe could not read).
+func takenGPUs(fh *facts.Host, gpus []int, runID string) []int {
+	var out []int
+	for _, i := range gpus {
+		g := gpuAt(fh, i)
+		if g == nil {
+			continue
+		}
+		for _, pr := range g.Processes {
+			if pr.RunID != runID || runID == "" {
+				out = append(out, i)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// foreignWords names the processes on GPUs that are not the run's: "pid
+// 812" or "pids 812, 990".
+func foreignWords(fh *facts.Host, gpus []int, runID string) string {
+	var pids []int
+	for _, i := range gpus {
+		for _, pr := range gpuAt(fh, i).Processes {
+			if (pr.RunID != runID || runID == "") && !slices.Contains(pids, pr.PID) {
+				pids = append(pids, pr.PID)
+			}
+		}
+	}
+	slices.Sort(pids)
+	words := make([]string, len(pids))
+	for i, p := range pids {
+		words[i] = fmt.Sprint(p)
+	}
+	if len(pids) == 1 {
+		return "pid " + words[0]
+	}
+	return "pids " + strings.Join(words, ", ")
+}
+
+func locationWords(l state.Location) string {
+	s := topology.Location{Region: l.Region, Zone: l.Zone, NetworkGroup: l.NetworkGroup}.String()
+	if s == "" {
+		return "no location"
+	}
+	return s
+}

@@ -1,0 +1,349 @@
+package reconcile
+
+import (
+	"slices"
+	"strconv"
+
+	"github.com/gpulayer/gpulayer/topology"
+)
+
+// place frees and holds GPUs as the verdicts say, places the jobs to place
+// in one ScheduleAll pass, and writes every job's change.
+func (pl *planner) place() {
+	var decisions map[string]topology.Decision
+	for {
+		decisions = pl.schedule()
+		// A healthy job replaced only for its configuration keeps running
+		// when its new shape cannot be placed; place the rest again
+		// without freeing its GPUs.
+		again := false
+		for _, v := range pl.verdicts {
+			if v.place && v.prior != nil && v.healthy && onlyConfigChanged(v.reasons) &&
+				decisions[v.name].Status != topology.StatusPlaced {
+				v.place, v.keep = false, true
+				v.reasons = append(v.reasons, Reason{Code: ReasonUnschedulableNow,
+					Message: "the new configuration cannot be placed now; the job keeps running as it was launched"})
+				again = true
+			}
+		}
+		if !again {
+			break
+		}
+	}
+	for _, v := range pl.verdicts {
+		if v.keep && !pl.targeted(v.name) {
+			continue
+		}
+		pl.plan.Jobs = append(pl.plan.Jobs, pl.change(v, decisions))
+	}
+}
+
+func onlyConfigChanged(rs []Reason) bool {
+	for _, r := range rs {
+		if r.Code != ReasonConfigChanged {
+			return false
+		}
+	}
+	return len(rs) > 0
+}
+
+// schedule builds the workers (GPUs of jobs that keep running held, those
+// of jobs that stop or are replaced freed) and places the jobs to place.
+func (pl *planner) schedule() map[string]topology.Decision {
+	released := map[string]bool{} // run ids whose GPUs are given back
+	held := map[string][]int{}    // host -> GPUs kept jobs hold
+	kept := map[string]int{}      // host -> kept job nodes on it
+	for _, v := range pl.verdicts {
+		if v.prior == nil {
+			continue
+		}
+		if v.keep {
+			for _, n := range v.prior.Nodes {
+				held[n.Host] = append(held[n.Host], n.GPUs...)
+				kept[n.Host]++
+			}
+		} else if v.prior.RunID != "" {
+			released[v.prior.RunID] = true
+		}
+	}
+	var workers []topology.Worker
+	for _, name := range pl.hostNames {
+		h := pl.hosts[name]
+		if !h.usable() {
+			continue
+		}
+		workers = append(workers, worker(h, released, held[name], kept[name]))
+	}
+	// Jobs already in state go first, then new ones; each in name order.
+	var reqs []topology.Request
+	var order []*verdict
+	for pass := 0; pass < 2; pass++ {
+		for _, v := range pl.verdicts {
+			if v.place && (v.prior != nil) == (pass == 0) {
+				reqs = append(reqs, topology.Request{
+					Job:    topology.Job{Name: v.name, Nodes: v.spec.Nodes, GPUsPerNode: v.spec.GPUsPerNode},
+					Policy: Policy(v.spec.Policy),
+				})
+				order = append(order, v)
+			}
+		}
+	}
+	out := map[string]topology.Decision{}
+	for i, d := range topology.ScheduleAll(reqs, workers) {
+		out[order[i].name] = d
+	}
+	return out
+}
+
+// worker is a usable host as the scheduler sees it. A GPU is free when no
+// process uses it, or only processes of released runs, and no kept job
+// holds it.
+func worker(h *host, released map[string]bool, held []int, keptNodes int) topology.Worker {
+	fh := h.facts
+	w := topology.Worker{
+		ID:              h.cfg.Name,
+		Location:        h.loc,
+		LocationTrusted: h.trusted,
+		Labels:          h.cfg.Labels,
+		TorchVersion:    fh.TorchVersion,
+		Matrix:          fh.Topology,
+		GPUs:            len(fh.GPUs),
+		RunningTasks:    keptNodes,
+	}
+	if w.GPUs == 0 {
+		w.GPUs = fh.Topology.GPUs()
+	}
+	free := topology.DeviceSetOf(fh.FreeGPUs...)
+	foreign := map[int]bool{}
+	for _, g := range fh.GPUs {
+		if g.Index < 0 || g.Index >= topology.MaxGPUs {
+			continue
+		}
+		freed := len(g.Processes) > 0
+		var releasedMiB int64
+		for _, pr := range g.Processes {
+			if pr.RunID == "" || !released[pr.RunID] {
+				freed = false
+				if pr.RunID == "" {
+					foreign[pr.PID] = true
+				}
+			} else {
+				releasedMiB += pr.UsedMemoryMiB
+			}
+		}
+		if freed {
+			free |= topology.DeviceSetOf(g.Index)
+		}
+		if free.Has(g.Index) && !slices.Contains(held, g.Index) {
+			w.FreeMemoryMiB += max(0, g.MemoryTotalMiB-g.MemoryUsedMiB+releasedMiB)
+		}
+	}
+	for _, i := range held {
+		if i >= 0 && i < topology.MaxGPUs {
+			free &^= topology.DeviceSetOf(i)
+		}
+	}
+	w.Free = free
+	w.RunningTasks += len(foreign)
+	return w
+}
+
+// change writes a job's part of the plan from its verdict and decision.
+func (pl *planner) change(v *verdict, decisions map[string]topology.Decision) JobChange {
+	c := JobChange{
+		Job:         v.name,
+		Reasons:     v.reasons,
+		Nodes:       v.spec.Nodes,
+		GPUsPerNode: v.spec.GPUsPerNode,
+		Launcher:    v.spec.Launcher,
+		Policy:      v.spec.Policy.Name,
+	}
+	if c.Reasons == nil {
+		c.Reasons = []Reason{}
+	}
+	if v.cfg != nil {
+		c.ConfigHash = v.spec.Hash()
+	}
+	if v.prior != nil {
+		c.Prior = pl.prior(v)
+	}
+	switch {
+	case v.cfg == nil:
+		c.Action, c.StopPrior = ActionDestroy, true
+	case v.keep:
+		c.Action = ActionNoOp
+		c.Placement = pl.recordedPlacement(v)
+	default:
+		d := decisions[v.name]
+		c.Decision = &Decision{Status: d.Status, Summary: d.Summary}
+		switch d.Status {
+		case topology.StatusPlaced:
+			c.Action = ActionCreate
+			if v.prior != nil {
+				c.Action, c.StopPrior = ActionReplace, true
+			}
+			c.Placement = pl.newPlacement(d)
+		default:
+			expl := d.Explanation
+			c.Decision.Explanation = &expl
+			c.Action, c.StopPrior = ActionWaiting, v.prior != nil
+			code := ReasonUnschedulableNow
+			if d.Status == topology.StatusFailed {
+				c.Action, code = ActionFailed, ReasonUnschedulable
+			}
+			c.Reasons = append(c.Reasons, Reason{Code: code, Message: d.Summary})
+		}
+	}
+	return c
+}
+
+// prior is what state records of a job, with the refresh's liveness.
+func (pl *planner) prior(v *verdict) *PriorJob {
+	j := v.prior
+	out := &PriorJob{Status: j.Status, RunID: j.RunID, ConfigHash: j.ConfigHash, Nodes: []PriorNode{}}
+	for i, n := range j.Nodes {
+		pn := PriorNode{Rank: n.Rank, Host: n.Host, Address: n.Address, GPUs: slices.Clone(n.GPUs)}
+		if n.Process != nil {
+			pn.PID = n.Process.PID
+		}
+		if i < len(v.alive) {
+			pn.Alive = v.alive[i]
+		}
+		out.Nodes = append(out.Nodes, pn)
+	}
+	return out
+}
+
+// recordedPlacement is a kept job's placement as state records it, with
+// links and NUMA from the current facts where the host has them.
+func (pl *planner) recordedPlacement(v *verdict) *Placement {
+	out := &Placement{Level: topology.LevelAny, Nodes: []PlacedNode{}}
+	for i, n := range v.prior.Nodes {
+		pn := PlacedNode{
+			Rank: n.Rank, Host: n.Host, Fleet: n.Fleet, Address: n.Address, Port: n.Port,
+			GPUs: slices.Clone(n.GPUs), GPUUUIDs: slices.Clone(n.GPUUUIDs),
+			Location: topology.Location{Region: n.Location.Region, Zone: n.Location.Zone, NetworkGroup: n.Location.NetworkGroup},
+		}
+		if h := pl.hosts[n.Host]; h != nil {
+			pn.LocationTrusted = h.trusted
+			if h.facts != nil {
+				pn.Bottleneck = bottleneckOf(h.facts.Topology, n.GPUs)
+				pn.NUMA = numaOf(h.facts.Topology, n.GPUs)
+			}
+		}
+		out.Nodes = append(out.Nodes, pn)
+		if i == 0 {
+			out.Location = pn.Location
+		}
+	}
+	// The level is the tightest every node shares.
+	for _, l := range []topology.Level{topology.LevelNetworkGroup, topology.LevelZone, topology.LevelRegion} {
+		if shared(out.Nodes, l) {
+			out.Level = l
+			out.Location = out.Location.Upto(l)
+			return out
+		}
+	}
+	out.Location = topology.Location{}
+	return out
+}
+
+func shared(nodes []PlacedNode, l topology.Level) bool {
+	if len(nodes) == 0 || nodes[0].Location.At(l) == "" {
+		return false
+	}
+	for _, n := range nodes[1:] {
+		if n.Location.Upto(l) != nodes[0].Location.Upto(l) {
+			return false
+		}
+	}
+	return true
+}
+
+// newPlacement is a placed decision with each node's host, address and
+// GPU details.
+func (pl *planner) newPlacement(d topology.Decision) *Placement {
+	out := &Placement{Level: d.Level, Location: d.Location.Upto(d.Level), TorchVersion: d.TorchVersion, Nodes: []PlacedNode{}}
+	for _, w := range d.Workers {
+		h := pl.hosts[w.Worker]
+		gpus := slices.Clone(w.GPUs)
+		slices.Sort(gpus)
+		n := PlacedNode{
+			Rank: w.NodeRank, Host: w.Worker, Fleet: h.fleet.Name,
+			Address: h.cfg.Address, Port: h.cfg.Port,
+			GPUs: gpus, GPUUUIDs: gpuUUIDs(h.facts, gpus),
+			Bottleneck: w.Bottleneck, NUMA: numaOf(h.facts.Topology, gpus),
+			Location: w.Location, LocationTrusted: w.LocationTrusted,
+		}
+		out.Nodes = append(out.Nodes, n)
+	}
+	return out
+}
+
+// fleets lists what each fleet of created machines needs. No provider can
+// create machines yet, so every such fleet is shown as not creatable, and
+// its changes are not counted.
+func (pl *planner) fleets() {
+	for _, f := range pl.in.Config.Fleets {
+		if f.GCP == nil && f.Count == 0 {
+			continue
+		}
+		existing := 0
+		for _, m := range pl.st.Machines {
+			if m.Fleet == f.Name {
+				existing++
+			}
+		}
+		fc := FleetChange{Fleet: f.Name, Provider: "gcp", Count: f.Count, Existing: existing, Machines: []MachineChange{}}
+		for i := existing; i < f.Count; i++ {
+			mc := MachineChange{Name: machineName(f.Name, i), Action: ActionCreate}
+			if f.GCP != nil {
+				mc.Detail = f.GCP.MachineType + " in " + f.GCP.Zone
+			}
+			fc.Machines = append(fc.Machines, mc)
+		}
+		fc.Note = "gpulayer cannot create machines yet (no GCP provider); jobs are placed on the hosts that exist"
+		pl.plan.Fleets = append(pl.plan.Fleets, fc)
+	}
+}
+
+func machineName(fleet string, i int) string {
+	return fleet + "-" + strconv.Itoa(i)
+}
+
+// summarize counts the changes.
+func (pl *planner) summarize() {
+	s := &pl.plan.Summary
+	for _, c := range pl.plan.Jobs {
+		switch c.Action {
+		case ActionNoOp:
+			s.NoOp++
+		case ActionCreate:
+			s.Launch++
+		case ActionReplace:
+			s.Replace++
+		case ActionDestroy:
+			s.Stop++
+		case ActionWaiting:
+			s.Waiting++
+		case ActionFailed:
+			s.Failed++
+		}
+	}
+	for _, f := range pl.plan.Fleets {
+		if !f.Supported {
+			continue
+		}
+		for _, m := range f.Machines {
+			switch m.Action {
+			case ActionCreate:
+				s.CreateMachines++
+			case ActionDestroy:
+				s.DeleteMachines++
+			case ActionReplace:
+				s.CreateMachines++
+				s.DeleteMachines++
+			}
+		}
+	}
+}

@@ -1,0 +1,381 @@
+package planview
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+
+	"github.com/charmbracelet/lipgloss"
+	"github.com/muesli/termenv"
+
+	"github.com/gpulayer/gpulayer/internal/iostreams"
+	"github.com/gpulayer/gpulayer/reconcile"
+	"github.com/gpulayer/gpulayer/topology"
+)
+
+// Options change how a plan looks, never what it says.
+type Options struct {
+	// Color turns on lipgloss styles; the caller decides (a terminal, no
+	// NO_COLOR, no --no-color).
+	Color bool
+}
+
+// styles are the looks of the symbols and headings; all plain when colour
+// is off.
+type styles struct {
+	create, destroy, replace, wait, fail, bold, dim lipgloss.Style
+}
+
+func newStyles(w io.Writer, color bool) styles {
+	if !color {
+		return styles{}
+	}
+	r := lipgloss.NewRenderer(w)
+	r.SetColorProfile(termenv.ANSI)
+	return styles{
+		create:  r.NewStyle().Foreground(lipgloss.Color("2")),
+		destroy: r.NewStyle().Foreground(lipgloss.Color("1")),
+		replace: r.NewStyle().Foreground(lipgloss.Color("3")),
+		wait:    r.NewStyle().Foreground(lipgloss.Color("6")),
+		fail:    r.NewStyle().Bold(true).Foreground(lipgloss.Color("1")),
+		bold:    r.NewStyle().Bold(true),
+		dim:     r.NewStyle().Faint(true),
+	}
+}
+
+// symbol is a job action's mark, Terraform's where it has one.
+func (st styles) symbol(a reconcile.Action) string {
+	switch a {
+	case reconcile.ActionCreate:
+		return st.create.Render("+")
+	case reconcile.ActionDestroy:
+		return st.destroy.Render("-")
+	case reconcile.ActionReplace:
+		return st.replace.Render("-/+")
+	case reconcile.ActionWaiting:
+		return st.wait.Render("…")
+	case reconcile.ActionFailed:
+		return st.fail.Render("!")
+	}
+	return " "
+}
+
+// verbs are what each action does to a job, in a sentence.
+var verbs = map[reconcile.Action]string{
+	reconcile.ActionCreate:  "will be launched",
+	reconcile.ActionReplace: "will be replaced",
+	reconcile.ActionDestroy: "will be stopped",
+	reconcile.ActionWaiting: "is waiting",
+	reconcile.ActionFailed:  "cannot be placed",
+	reconcile.ActionNoOp:    "is unchanged",
+}
+
+// Text writes the human view of a plan. Everything that came from a
+// machine or a file goes through iostreams.Sanitize.
+func Text(w io.Writer, p *reconcile.Plan, opts Options) error {
+	bw := bufio.NewWriter(w)
+	st := newStyles(w, opts.Color)
+	writeRefresh(bw, p)
+	var changed []reconcile.JobChange
+	for _, c := range p.Jobs {
+		if c.Action != reconcile.ActionNoOp {
+			changed = append(changed, c)
+		}
+	}
+	if len(changed) > 0 || len(p.Fleets) > 0 {
+		fmt.Fprintln(bw)
+		fmt.Fprintln(bw, "gpulayer will make these changes:")
+	}
+	for _, c := range changed {
+		fmt.Fprintln(bw)
+		writeJob(bw, c, st)
+	}
+	for _, f := range p.Fleets {
+		fmt.Fprintln(bw)
+		writeFleet(bw, f, st)
+	}
+	if len(p.Warnings) > 0 {
+		fmt.Fprintln(bw)
+		fmt.Fprintln(bw, "Warnings:")
+		for _, w := range p.Warnings {
+			fmt.Fprintf(bw, "  - %s\n", clean(w))
+		}
+	}
+	fmt.Fprintln(bw)
+	fmt.Fprintln(bw, st.bold.Render(SummaryLine(p)))
+	return bw.Flush()
+}
+
+// SummaryLine is the plan's last line: "Plan: 2 to launch, 1 to replace,
+// 1 to stop, 1 waiting." or "No changes. Your jobs match the
+// configuration."
+func SummaryLine(p *reconcile.Plan) string {
+	s := p.Summary
+	var tail []string
+	if s.Waiting > 0 {
+		tail = append(tail, fmt.Sprintf("%d waiting", s.Waiting))
+	}
+	if s.Failed > 0 {
+		tail = append(tail, fmt.Sprintf("%d failed", s.Failed))
+	}
+	if !p.HasChanges() {
+		if len(tail) == 0 {
+			return "No changes. Your jobs match the configuration."
+		}
+		return "No changes to apply; " + strings.Join(tail, ", ") + "."
+	}
+	parts := []string{
+		fmt.Sprintf("%d to launch", s.Launch),
+		fmt.Sprintf("%d to replace", s.Replace),
+		fmt.Sprintf("%d to stop", s.Stop),
+	}
+	if s.CreateMachines+s.DeleteMachines > 0 {
+		parts = append(parts, fmt.Sprintf("%d machines to create, %d to delete", s.CreateMachines, s.DeleteMachines))
+	}
+	return "Plan: " + strings.Join(append(parts, tail...), ", ") + "."
+}
+
+func writeRefresh(w *bufio.Writer, p *reconcile.Plan) {
+	r := p.Refresh
+	switch r.Source {
+	case reconcile.RefreshProbe:
+		fmt.Fprintf(w, "Probed %s over SSH", hosts(r.Hosts))
+	case reconcile.RefreshState:
+		fmt.Fprintf(w, "Using the facts saved in state for %s (no refresh)", hosts(r.Hosts))
+	case reconcile.RefreshFile:
+		fmt.Fprintf(w, "Using the facts in %s for %s (no SSH)", clean(r.File), hosts(r.Hosts))
+	default:
+		fmt.Fprintf(w, "%s declared", hosts(r.Hosts))
+	}
+	if len(r.Problems) == 0 {
+		fmt.Fprintln(w, ".")
+		return
+	}
+	fmt.Fprintf(w, ": %d usable, %d not:\n", r.Usable, len(r.Problems))
+	for _, h := range r.Problems {
+		msg := strings.ReplaceAll(h.Status, "_", " ")
+		if h.Error != "" {
+			msg += ": " + h.Error
+		}
+		fmt.Fprintf(w, "  ! %s: %s\n", clean(h.Host), clean(msg))
+	}
+}
+
+func hosts(n int) string {
+	if n == 1 {
+		return "1 host"
+	}
+	return strconv.Itoa(n) + " hosts"
+}
+
+func writeJob(w *bufio.Writer, c reconcile.JobChange, st styles) {
+	fmt.Fprintf(w, "  %s %s %s\n", st.symbol(c.Action), st.bold.Render("job "+strconv.Quote(c.Job)), verbs[c.Action])
+	shape := fmt.Sprintf("%d × %d GPU", c.Nodes, c.GPUsPerNode)
+	if c.GPUsPerNode != 1 {
+		shape += "s"
+	}
+	if c.Launcher != "" {
+		shape += ", " + c.Launcher
+	}
+	if c.Policy != "" {
+		shape += ", policy " + c.Policy
+	}
+	fmt.Fprintf(w, "      %s\n", st.dim.Render(clean(shape)))
+	for i, r := range c.Reasons {
+		lead := "why: "
+		if i > 0 {
+			lead = "     "
+		}
+		fmt.Fprintf(w, "      %s%s: %s\n", lead, r.Code, clean(r.Message))
+		for _, l := range r.LogTail {
+			fmt.Fprintf(w, "             | %s\n", clean(l))
+		}
+	}
+	if c.StopPrior && c.Prior != nil {
+		fmt.Fprintf(w, "      stops %s\n", clean(priorWords(c.Prior)))
+	}
+	if c.Decision != nil && c.Decision.Status == topology.StatusPlaced {
+		fmt.Fprintf(w, "      %s\n", clean(c.Decision.Summary))
+	}
+	if c.Placement != nil && c.Action != reconcile.ActionNoOp {
+		writeNodes(w, c.Placement)
+	}
+	if c.Decision != nil && c.Decision.Explanation != nil {
+		writeExplanation(w, c.Decision.Explanation)
+	}
+}
+
+// priorWords names what stop will end: "run r-1a2b: a1 pid 4211, a2 pid
+// 4302".
+func priorWords(p *reconcile.PriorJob) string {
+	var nodes []string
+	for _, n := range p.Nodes {
+		s := n.Host
+		if n.PID > 0 {
+			s += " pid " + strconv.Itoa(n.PID)
+		}
+		if n.Alive != nil && !*n.Alive {
+			s += " (exited)"
+		}
+		nodes = append(nodes, s)
+	}
+	out := "run " + p.RunID
+	if p.RunID == "" {
+		out = "what was started"
+	}
+	if len(nodes) > 0 {
+		out += ": " + strings.Join(nodes, ", ")
+	}
+	return out
+}
+
+func writeNodes(w *bufio.Writer, pl *reconcile.Placement) {
+	rows := make([][]string, 0, len(pl.Nodes))
+	for _, n := range pl.Nodes {
+		addr := n.Address
+		if n.Port != 0 {
+			addr = net.JoinHostPort(n.Address, strconv.Itoa(n.Port))
+		}
+		rows = append(rows, []string{
+			"node " + strconv.Itoa(n.Rank), clean(n.Host), clean(addr), gpuWords(n.GPUs), linkWords(n),
+		})
+	}
+	writeColumns(w, "      ", rows)
+}
+
+// gpuWords writes "GPU 3" or "GPUs 4-7"; "no GPU" for a CPU-only node.
+func gpuWords(gpus []int) string {
+	switch len(gpus) {
+	case 0:
+		return "no GPU"
+	case 1:
+		return "GPU " + strconv.Itoa(gpus[0])
+	}
+	return "GPUs " + topology.FormatList(gpus)
+}
+
+// linkWords writes "NV12, NUMA 1".
+func linkWords(n reconcile.PlacedNode) string {
+	var parts []string
+	if n.Bottleneck != "" {
+		parts = append(parts, n.Bottleneck)
+	}
+	if n.NUMA != "" {
+		parts = append(parts, "NUMA "+n.NUMA)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// writeColumns writes rows with each column padded to its widest cell.
+func writeColumns(w *bufio.Writer, indent string, rows [][]string) {
+	var widths []int
+	for _, r := range rows {
+		for i, c := range r {
+			if i >= len(widths) {
+				widths = append(widths, 0)
+			}
+			widths[i] = max(widths[i], lipgloss.Width(c))
+		}
+	}
+	for _, r := range rows {
+		var b strings.Builder
+		b.WriteString(indent)
+		for i, c := range r {
+			b.WriteString(c)
+			if i < len(r)-1 {
+				b.WriteString(strings.Repeat(" ", widths[i]-lipgloss.Width(c)+2))
+			}
+		}
+		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
+	}
+}
+
+// writeExplanation writes how the scheduler decided: who was left out,
+// and per level tried each bucket's eligible, free and needed workers.
+func writeExplanation(w *bufio.Writer, e *topology.Explanation) {
+	fmt.Fprintf(w, "      %s considered, %d needed\n", workersWord(e.Workers), e.Needed)
+	if s := exclusionWords(e.Excluded); s != "" {
+		fmt.Fprintf(w, "      left out: %s\n", s)
+	}
+	for _, l := range e.Levels {
+		fmt.Fprintf(w, "      level %s:", l.Level)
+		if s := exclusionWords(l.Excluded); s != "" {
+			fmt.Fprintf(w, " left out: %s", s)
+		}
+		if len(l.Buckets) == 0 {
+			fmt.Fprint(w, " no group")
+		}
+		fmt.Fprintln(w)
+		rows := make([][]string, 0, len(l.Buckets))
+		for _, b := range l.Buckets {
+			where := b.Location.String()
+			if where == "" {
+				where = "(no location)"
+			}
+			torch := "torch " + b.TorchVersion
+			if b.TorchVersion == "" {
+				torch = "torch unknown"
+			}
+			row := []string{clean(where), clean(torch),
+				fmt.Sprintf("%d eligible, %d free, %d needed", b.Eligible, b.Free, b.Needed)}
+			if b.Choice != "" {
+				row = append(row, "("+b.Choice+")")
+			}
+			rows = append(rows, row)
+		}
+		writeColumns(w, "        ", rows)
+	}
+}
+
+func workersWord(n int) string {
+	if n == 1 {
+		return "1 worker"
+	}
+	return strconv.Itoa(n) + " workers"
+}
+
+// exclusionWords writes "3 busy, 1 too_few_gpus".
+func exclusionWords(ex []topology.Exclusion) string {
+	parts := make([]string, 0, len(ex))
+	for _, x := range ex {
+		parts = append(parts, fmt.Sprintf("%d %s", x.Workers, x.Reason))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func writeFleet(w *bufio.Writer, f reconcile.FleetChange, st styles) {
+	var names []string
+	detail := ""
+	for _, m := range f.Machines {
+		names = append(names, m.Name)
+		detail = m.Detail
+	}
+	mark := st.symbol(reconcile.ActionCreate)
+	if !f.Supported {
+		mark = st.fail.Render("!")
+	}
+	switch {
+	case len(f.Machines) == 0:
+		fmt.Fprintf(w, "  %s %s: %d of %d machines exist\n", mark, st.bold.Render("fleet "+strconv.Quote(f.Fleet)), f.Existing, f.Count)
+	default:
+		what := fmt.Sprintf("%d machines to create", len(names))
+		if len(names) == 1 {
+			what = "1 machine to create"
+		}
+		fmt.Fprintf(w, "  %s %s: %s (%s", mark, st.bold.Render("fleet "+strconv.Quote(f.Fleet)), what, clean(strings.Join(names, ", ")))
+		if detail != "" {
+			fmt.Fprintf(w, ": %s", clean(detail))
+		}
+		fmt.Fprintln(w, ")")
+	}
+	if f.Note != "" {
+		fmt.Fprintf(w, "      %s\n", clean(f.Note))
+	}
+}
+
+// clean makes text from machines and files safe for a terminal, on one
+// line.
+func clean(s string) string { return iostreams.Sanitize(s, false) }

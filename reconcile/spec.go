@@ -1,0 +1,49 @@
+package reconcile
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/gpulayer/gpulayer/config"
+	"github.com/gpulayer/gpulayer/reconcile/state"
+	"github.com/gpulayer/gpulayer/topology"
+)
+
+// JobSpec is a configured job's effective configuration as state records
+// it: the policy resolved (the default one when the job names none),
+// copies of its slices and maps.
+func JobSpec(j *config.Job) state.JobSpec {
+	p := j.EffectivePolicy()
+	return state.JobSpec{
+		Command:     slices.Clone(j.Command),
+		Env:         maps.Clone(j.Env),
+		Workdir:     j.Workdir,
+		Launcher:    j.Launcher,
+		Nodes:       j.Nodes,
+		GPUsPerNode: j.GPUsPerNode,
+		MasterPort:  j.MasterPort,
+		StopTimeout: state.Duration(j.StopTimeout),
+		Policy: state.PolicySpec{
+			Name:            p.Name,
+			GroupLocality:   p.GroupLocality,
+			Rank:            p.Rank,
+			OnUnschedulable: p.OnUnschedulable,
+			BucketChoice:    p.BucketChoice,
+			Regions:         slices.Clone(p.Regions),
+			Labels:          maps.Clone(p.Labels),
+		},
+	}
+}
+
+// Policy is the placement policy of a spec, as topology takes it: the one
+// place where the language's policy becomes the scheduler's.
+func Policy(p state.PolicySpec) topology.Policy {
+	return topology.Policy{
+		GroupLocality:   p.GroupLocality,
+		Rank:            p.Rank,
+		OnUnschedulable: p.OnUnschedulable,
+		BucketChoice:    p.BucketChoice,
+		Regions:         p.Regions,
+		Labels:          p.Labels,
+	}
+}
