@@ -95,6 +95,9 @@ type verdict struct {
 	healthy bool
 	// alive is the refresh's word on each prior node's process.
 	alive []*bool
+	// unplaced is the decision that kept a healthy job running its old
+	// configuration: its new one could not be placed.
+	unplaced *topology.Decision
 }
 
 type planner struct {

@@ -20,9 +20,8 @@ func (pl *planner) place() {
 		for _, v := range pl.verdicts {
 			if v.place && v.prior != nil && v.healthy && onlyConfigChanged(v.reasons) &&
 				decisions[v.name].Status != topology.StatusPlaced {
-				v.place, v.keep = false, true
-				v.reasons = append(v.reasons, Reason{Code: ReasonUnschedulableNow,
-					Message: "the new configuration cannot be placed now; the job keeps running as it was launched"})
+				d := decisions[v.name]
+				v.place, v.keep, v.unplaced = false, true, &d
 				again = true
 			}
 		}
@@ -170,6 +169,14 @@ func (pl *planner) change(v *verdict, decisions map[string]topology.Decision) Jo
 	switch {
 	case v.cfg == nil:
 		c.Action, c.StopPrior = ActionDestroy, true
+	case v.keep && v.unplaced != nil:
+		// Waiting for its new configuration, running its old one.
+		c.Action = ActionWaiting
+		c.Placement = pl.recordedPlacement(v)
+		expl := v.unplaced.Explanation
+		c.Decision = &Decision{Status: v.unplaced.Status, Summary: v.unplaced.Summary, Explanation: &expl}
+		c.Reasons = append(c.Reasons, Reason{Code: ReasonUnschedulableNow,
+			Message: v.unplaced.Summary + "; the job keeps running as it was launched"})
 	case v.keep:
 		c.Action = ActionNoOp
 		c.Placement = pl.recordedPlacement(v)
@@ -190,6 +197,9 @@ func (pl *planner) change(v *verdict, decisions map[string]topology.Decision) Jo
 			code := ReasonUnschedulableNow
 			if d.Status == topology.StatusFailed {
 				c.Action, code = ActionFailed, ReasonUnschedulable
+			}
+			if v.prior == nil {
+				c.Reasons = nil // "not running yet" says nothing the wait does not
 			}
 			c.Reasons = append(c.Reasons, Reason{Code: code, Message: d.Summary})
 		}

@@ -200,7 +200,12 @@ func writeJob(w *bufio.Writer, c reconcile.JobChange, st styles) {
 	if c.Decision != nil && c.Decision.Status == topology.StatusPlaced {
 		fmt.Fprintf(w, "      %s\n", clean(c.Decision.Summary))
 	}
-	if c.Placement != nil && c.Action != reconcile.ActionNoOp {
+	switch {
+	case c.Placement == nil || c.Action == reconcile.ActionNoOp:
+	case c.Action == reconcile.ActionWaiting:
+		fmt.Fprintln(w, "      keeps running as launched, on:")
+		writeNodes(w, c.Placement)
+	default:
 		writeNodes(w, c.Placement)
 	}
 	if c.Decision != nil && c.Decision.Explanation != nil {

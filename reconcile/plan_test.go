@@ -1,0 +1,646 @@
+package reconcile_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gpulayer/gpulayer/config"
+	"github.com/gpulayer/gpulayer/reconcile"
+	"github.com/gpulayer/gpulayer/reconcile/facts"
+	"github.com/gpulayer/gpulayer/reconcile/planview"
+	"github.com/gpulayer/gpulayer/reconcile/state"
+	"github.com/gpulayer/gpulayer/topology"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden plans")
+
+// The fleet of every case: four DGX-1s in one zone, three in rack-3 and
+// one in rack-4.
+const fleetHCL = `
+fleet "lab" {
+  region        = "paris"
+  zone          = "paris-1"
+  network_group = "rack-3"
+  host "a1" { address = "10.1.0.11" }
+  host "a2" { address = "10.1.0.12" }
+  host "a3" { address = "10.1.0.13:2222" }
+  host "b1" {
+    address       = "10.1.0.21"
+    network_group = "rack-4"
+  }
+}
+
+policy "rack" {
+  group_locality = "network_group"
+}
+`
+
+const trainHCL = `
+job "train" {
+  policy        = policy.rack
+  nodes         = 2
+  gpus_per_node = 4
+  command       = ["python", "train.py", "--epochs", "3"]
+  env           = { NCCL_DEBUG = "WARN" }
+}
+`
+
+const evalHCL = `
+job "eval" {
+  nodes         = 1
+  gpus_per_node = 1
+  command       = ["python", "eval.py"]
+  launcher      = "plain"
+}
+`
+
+// loadConfig writes the files into a temporary directory and loads them.
+func loadConfig(t *testing.T, hcl ...string) *config.Config {
+	t.Helper()
+	dir := t.TempDir()
+	for i, src := range hcl {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%d.hcl", i)), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, diags := config.Load(dir, config.LoadOptions{})
+	if diags.HasErrors() {
+		t.Fatalf("config: %s", diags.Error())
+	}
+	return cfg
+}
+
+var dgx1 = func() *topology.Matrix {
+	b, err := os.ReadFile("../testdata/topo/dgx1-v100-8x-nv1-nv2-mlx5-driver440.txt")
+	if err != nil {
+		panic(err)
+	}
+	m, err := topology.ParseSMI(string(b))
+	if err != nil {
+		panic(err)
+	}
+	return m
+}()
+
+// machine is a probed DGX-1 with every GPU free.
+func machine(name, ng string) facts.Host {
+	h := facts.Host{
+		Name: name, Fleet: "lab", Address: "10.1.0.1", Status: facts.StatusOK,
+		Location:     facts.Location{Region: "paris", Zone: "paris-1", NetworkGroup: ng, Source: facts.SourceHost},
+		TorchVersion: "2.5.1", Topology: dgx1, BootID: "boot-" + name,
+		FreeGPUs: []int{},
+		ProbedAt: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC),
+	}
+	for i := range 8 {
+		h.GPUs = append(h.GPUs, facts.GPU{
+			Index: i, UUID: fmt.Sprintf("GPU-%s-%d", name, i), Name: "Tesla V100-SXM2-32GB",
+			MemoryTotalMiB: 32768, Processes: []facts.Process{},
+		})
+	}
+	return h
+}
+
+// fleetFacts are the four machines, all free.
+func fleetFacts() *facts.Document {
+	return &facts.Document{Version: facts.Version, Hosts: []facts.Host{
+		machine("a1", "rack-3"), machine("a2", "rack-3"), machine("a3", "rack-3"), machine("b1", "rack-4"),
+	}}
+}
+
+// finish computes FreeGPUs from the GPUs' processes, as the probe does.
+func finish(doc *facts.Document) *facts.Document {
+	for i := range doc.Hosts {
+		h := &doc.Hosts[i]
+		h.FreeGPUs = []int{}
+		for _, g := range h.GPUs {
+			if len(g.Processes) == 0 {
+				h.FreeGPUs = append(h.FreeGPUs, g.Index)
+			}
+		}
+	}
+	return doc
+}
+
+// running records job as running on the given hosts and GPUs, launched
+// with cfg's spec, and makes the facts show its processes alive on those
+// GPUs.
+func running(t *testing.T, st *state.State, doc *facts.Document, cfg *config.Config, job string, runID string, placement map[string][]int, hostOrder ...string) {
+	t.Helper()
+	var spec state.JobSpec
+	for _, j := range cfg.Jobs {
+		if j.Name == job {
+			spec = reconcile.JobSpec(j)
+		}
+	}
+	j := state.Job{Name: job, Spec: spec, ConfigHash: spec.Hash(), Status: state.JobRunning, RunID: runID,
+		LaunchedAt: time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC)}
+	for rank, hostName := range hostOrder {
+		fh := doc.Find(hostName)
+		pid := 4000 + 100*rank + len(st.Jobs)*10
+		j.Nodes = append(j.Nodes, state.Node{
+			Rank: rank, Host: hostName, Fleet: "lab", Address: "10.1.0.1" + hostName[1:],
+			GPUs: placement[hostName], Location: state.Location{Region: "paris", Zone: "paris-1", NetworkGroup: fh.Location.NetworkGroup},
+			Process: &state.Process{PID: pid, PGID: pid, StartTime: 777, BootID: fh.BootID, RunID: runID},
+		})
+		fh.PIDs = append(fh.PIDs, facts.PID{PID: pid, Alive: true, StartTime: 777})
+		for _, g := range placement[hostName] {
+			fh.GPUs[g].Processes = append(fh.GPUs[g].Processes, facts.Process{PID: pid + 1, UsedMemoryMiB: 1000, RunID: runID})
+		}
+	}
+	st.SetJob(j)
+	finish(doc)
+}
+
+type planCase struct {
+	name  string
+	build func(t *testing.T) reconcile.Input
+	check func(t *testing.T, p *reconcile.Plan)
+}
+
+func input(cfg *config.Config, st *state.State, doc *facts.Document) reconcile.Input {
+	if st.Lineage == "" {
+		st.Lineage = "6f1d1a8e-7c39-4d4f-9a51-3a0d2b7c9e10"
+		st.Serial = 4
+	}
+	return reconcile.Input{Config: cfg, State: st, Facts: finish(doc),
+		Refresh: reconcile.Refresh{Source: reconcile.RefreshFile, File: "facts.json"}, Version: "test"}
+}
+
+func action(t *testing.T, p *reconcile.Plan, job string, want reconcile.Action, codes ...reconcile.ReasonCode) *reconcile.JobChange {
+	t.Helper()
+	c := p.Job(job)
+	if c == nil {
+		t.Fatalf("no change for job %q", job)
+	}
+	if c.Action != want {
+		t.Errorf("job %q: action %s, want %s (reasons %+v)", job, c.Action, want, c.Reasons)
+	}
+	var got []reconcile.ReasonCode
+	for _, r := range c.Reasons {
+		got = append(got, r.Code)
+	}
+	if !slices.Equal(got, codes) {
+		t.Errorf("job %q: reasons %v, want %v", job, got, codes)
+	}
+	return c
+}
+
+var planCases = []planCase{
+	{
+		name: "launch",
+		build: func(t *testing.T) reconcile.Input {
+			return input(loadConfig(t, fleetHCL, trainHCL, evalHCL), state.New(), fleetFacts())
+		},
+		check: func(t *testing.T, p *reconcile.Plan) {
+			train := action(t, p, "train", reconcile.ActionCreate, reconcile.ReasonNewJob)
+			action(t, p, "eval", reconcile.ActionCreate, reconcile.ReasonNewJob)
+			if n := train.Placement.Nodes; len(n) != 2 || n[0].Location.NetworkGroup != "rack-3" || n[1].Location.NetworkGroup != "rack-3" {
+				t.Errorf("train placed on %+v, want two rack-3 hosts", n)
+			}
+			if !p.HasChanges() || p.Summary.Launch != 2 {
+				t.Errorf("summary %+v", p.Summary)
+			}
+		},
+	},
+	{
+		name: "no-op",
+		build: func(t *testing.T) reconcile.Input {
+			cfg := loadConfig(t, fleetHCL, trainHCL, evalHCL)
+			st, doc := state.New(), fleetFacts()
+			running(t, st, doc, cfg, "train", "r-train1", map[string][]int{"a1": {0, 1, 2, 3}, "a2": {0, 1, 2, 3}}, "a1", "a2")
+			running(t, st, doc, cfg, "eval", "r-eval1", map[string][]int{"b1": {5}}, "b1")
+			return input(cfg, st, doc)
+		},
+		check: func(t *testing.T, p *reconcile.Plan) {
+			action(t, p, "train", reconcile.ActionNoOp)
+			action(t, p, "eval", reconcile.ActionNoOp)
+			if p.HasChanges() {
+				t.Errorf("a plan with nothing to do has changes: %+v", p.Summary)
+			}
+		},
+	},
+	{
+		name: "no-op-better-group-exists",
+		build: func(t *testing.T) reconcile.Input {
+			// train runs across racks (placed when rack-3 was busy); rack-3
+			// is free now, and the job stays where it is.
+			cfg := loadConfig(t, fleetHCL, trainHCL)
+			st, doc := state.New(), fleetFacts()
+			running(t, st, doc, cfg, "train", "r-train1", map[string][]int{"a1": {0, 1, 2, 3}, "b1": {0, 1, 2, 3}}, "a1", "b1")
+			return input(cfg, st, doc)
+		},
+		check: func(t *testing.T, p *reconcile.Plan) {
+			c := action(t, p, "train", reconcile.ActionNoOp)
+			if c.Placement.Nodes[1].Host != "b1" {
+				t.Errorf("kept placement %+v", c.Placement.Nodes)
+			}
+		},
+	},
+	{
+		name: "replace-config-changed",
+		build: func(t *testing.T) reconcile.Input {
+			old := loadConfig(t, fleetHCL, trainHCL)
+			st, doc := state.New(), fleetFacts()
+			running(t, st, doc, old, "train", "r-train1", map[string][]int{"a1": {0, 1, 2, 3}, "a2": {0, 1, 2, 3}}, "a1", "a2")
+			changed := loadConfig(t, fleetHCL, `
+job "train" {
+  policy        = policy.rack
+  nodes         = 2
+  gpus_per_node = 4
+  command       = ["python", "train.py", "--epochs", "5"]
+  env           = { NCCL_DEBUG = "INFO" }
+}`)
+			return input(changed, st, doc)
+		},
+		check: func(t *testing.T, p *reconcile.Plan) {
+			c := action(t, p, "train", reconcile.ActionReplace, reconcile.ReasonConfigChanged)
+			if !slices.Equal(c.Reasons[0].Fields, []string{"command", "env"}) {
+				t.Errorf("fields %v, want [command env]", c.Reasons[0].Fields)
+			}
+			// Its own GPUs are freed first, so it may land where it was.
+			if !c.StopPrior || c.Placement == nil {
+				t.Errorf("replace without stop or placement: %+v", c)
+			}
+		},
+	},
+	{
+		name: "replace-process-exited",
+		build: func(t *testing.T) reconcile.Input {
+			cfg := loadConfig(t, fleetHCL, trainHCL)
+			st, doc := state.New(), fleetFacts()
+			running(t, st, doc, cfg, "train", "r-train1", map[string][]int{"a1": {0, 1, 2, 3}, "a2": {0, 1, 2, 3}}, "a1", "a2")
+			a2 := doc.Find("a2")
+			status := 137
+			a2.PIDs[0] = facts.PID{PID: a2.PIDs[0].PID, Alive: false, ExitStatus: &status, LogTail: []string{"RuntimeError: CUDA out of memory", "\x1b[31mkilled\x1b[0m"}}
+			for g := range 4 {
+				a2.GPUs[g].Processes = nil
+			}
+			return input(cfg, st, doc)
+		},
+		check: func(t *testing.T, p *reconcile.Plan) {
+			c := action(t, p, "train", reconcile.ActionReplace, reconcile.ReasonProcessExited)
+			if r := c.Reasons[0]; r.ExitStatus == nil || *r.ExitStatus != 137 || r.Host != "a2" || len(r.LogTail) != 2 {
+				t.Errorf("reason %+v", r)
+			}
+		},
+	},
+	{
+		name: "replace-process-pid-reused",
+		build: func(t *testing.T) reconcile.Input {
+			cfg := loadConfig(t, fleetHCL, trainHCL)
+			st, doc := state.New(), fleetFacts()
+			running(t, st, doc, cfg, "train", "r-train1", map[string][]int{"a1": {0, 1, 2, 3}, "a2": {0, 1, 2, 3}}, "a1", "a2")
+			doc.Find("a1").PIDs[0].StartTime = 9999 // same pid, another process
+			doc.Find("a2").BootID = "boot-a2-after-reboot"
+			return input(cfg, st, doc)
+		},
+		check: func(t *testing.T, p *reconcile.Plan) {
+			c := action(t, p, "train", reconcile.ActionReplace, reconcile.ReasonProcessExited, reconcile.ReasonProcessExited)
+			if c.Prior.Nodes[0].Alive == nil || *c.Prior.Nodes[0].Alive {
+				t.Errorf("node 0 liveness %v", c.Prior.Nodes[0].Alive)
+			}
+		},
+	},
+	{
+		name: "replace-host-unreachable",
+		build: func(t *testing.T) reconcile.Input {
+			cfg := loadConfig(t, fleetHCL, trainHCL)
+			st, doc := state.New(), fleetFacts()
+			running(t, st, doc, cfg, "train", "r-train1", map[string][]int{"a1": {0, 1, 2, 3}, "a2": {0, 1, 2, 3}}, "a1", "a2")
+			a2 := doc.Find("a2")
+			*a2 = facts.Host{Name: "a2", Fleet: "lab", Address: "10.1.0.12", Status: facts.StatusUnreachable,
+				Error: "dial tcp 10.1.0.12:22: i/o timeout", GPUs: []facts.GPU{}, FreeGPUs: []int{}}
+			return input(cfg, st, doc)
+		},
+		check: func(t *testing.T, p *reconcile.Plan) {
+			c := action(t, p, "train", reconcile.ActionReplace, reconcile.ReasonHostUnreachable)
+			for _, n := range c.Placement.Nodes {
+				if n.Host == "a2" {
+					t.Errorf("placed on the unreachable host: %+v", c.Placement.Nodes)
+				}
+			}
+			if len(p.Refresh.Problems) != 1 || p.Refresh.Usable != 3 {
+				t.Errorf("refresh %+v", p.Refresh)
+			}
+		},
+	},
+	{
+		name: "replace-gpus-taken",
+		build: func(t *testing.T) reconcile.Input {
+			cfg := loadConfig(t, fleetHCL, trainHCL)
+			st, doc := state.New(), fleetFacts()
+			running(t, st, doc, cfg, "train", "r-train1", map[string][]int{"a1": {0, 1, 2, 3}, "a2": {0, 1, 2, 3}}, "a1", "a2")
+			g := &doc.Find("a1").GPUs[2]
+			g.Processes = append(g.Processes, facts.Process{PID: 31337, UsedMemoryMiB: 20000})
+			return input(cfg, st, doc)
+		},
+		check: func(t *testing.T, p *reconcile.Plan) {
+			c := action(t, p, "train", reconcile.ActionReplace, reconcile.ReasonGPUsTaken)
+			for _, n := range c.Placement.Nodes {
+				if n.Host == "a1" && slices.Contains(n.GPUs, 2) {
+					t.Errorf("placed on the taken GPU: %+v", n)
+				}
+			}
+		},
+	},
+	{
+		name: "replace-location-changed",
+		build: func(t *testing.T) reconcile.Input {
+			cfg := loadConfig(t, fleetHCL, trainHCL)
+			st, doc := state.New(), fleetFacts()
+			running(t, st, doc, cfg, "train", "r-train1", map[string][]int{"a1": {0, 1, 2, 3}, "a2": {0, 1, 2, 3}}, "a1", "a2")
+			st.Jobs[0].Nodes[1].Location.NetworkGroup = "rack-2"
+			return input(cfg, st, doc)
+		},
+		check: func(t *testing.T, p *reconcile.Plan) {
+			action(t, p, "train", reconcile.ActionReplace, reconcile.ReasonLocationChanged)
+		},
+	},
+	{
+		name: "replace-host-removed",
+		build: func(t *testing.T) reconcile.Input {
+			cfg := loadConfig(t, fleetHCL, trainHCL)
+			st, doc := state.New(), fleetFacts()
+			running(t, st, doc, cfg, "train", "r-train1", map[string][]int{"a1": {0, 1, 2, 3}, "a2": {0, 1, 2, 3}}, "a1", "a2")
+			st.Jobs[0].Nodes[1].Host = "a9"
+			return input(cfg, st, doc)
+		},
+		check: func(t *testing.T, p *reconcile.Plan) {
+			action(t, p, "train", reconcile.ActionReplace, reconcile.ReasonHostRemoved)
+		},
+	},
+	{
+		name: "replace-launch-incomplete",
+		build: func(t *testing.T) reconcile.Input {
+			cfg := loadConfig(t, fleetHCL, trainHCL)
+			st, doc := state.New(), fleetFacts()
+			running(t, st, doc, cfg, "train", "r-train1", map[string][]int{"a1": {0, 1, 2, 3}, "a2": {0, 1, 2, 3}}, "a1", "a2")
+			st.Jobs[0].Status = state.JobFailed
+			st.Jobs[0].Error = "node 1 on a2: workdir /srv/train: no such directory"
+			st.Jobs[0].Nodes[1].Process = nil
+			return input(cfg, st, doc)
+		},
+		check: func(t *testing.T, p *reconcile.Plan) {
+			action(t, p, "train", reconcile.ActionReplace, reconcile.ReasonLaunchIncomplete)
+		},
+	},
+	{
+		name: "stop",
+		build: func(t *testing.T) reconcile.Input {
+			old := loadConfig(t, fleetHCL, trainHCL, evalHCL)
+			st, doc := state.New(), fleetFacts()
+			running(t, st, doc, old, "eval", "r-eval1", map[string][]int{"b1": {5}}, "b1")
+			return input(loadConfig(t, fleetHCL), st, doc)
+		},
+		check: func(t *testing.T, p *reconcile.Plan) {
+			c := action(t, p, "eval", reconcile.ActionDestroy, reconcile.ReasonRemovedFromConfig)
+			if !c.StopPrior || c.Prior == nil || c.Prior.RunID != "r-eval1" {
+				t.Errorf("destroy %+v", c)
+			}
+		},
+	},
+	{
+		name: "waiting",
+		build: func(t *testing.T) reconcile.Input {
+			cfg := loadConfig(t, fleetHCL, `
+job "big" {
+  policy        = policy.rack
+  nodes         = 4
+  gpus_per_node = 8
+  command       = ["python", "big.py"]
+}`)
+			return input(cfg, state.New(), fleetFacts())
+		},
+		check: func(t *testing.T, p *reconcile.Plan) {
+			c := action(t, p, "big", reconcile.ActionWaiting, reconcile.ReasonUnschedulableNow)
+			if c.Decision == nil || c.Decision.Explanation == nil || c.Placement != nil {
+				t.Errorf("waiting job without its explanation: %+v", c)
+			}
+			if p.HasChanges() {
+				t.Error("a waiting job alone is not a change")
+			}
+		},
+	},
+	{
+		name: "failed",
+		build: func(t *testing.T) reconcile.Input {
+			cfg := loadConfig(t, fleetHCL, `
+policy "strict" {
+  group_locality   = "network_group"
+  on_unschedulable = "fail"
+}
+job "huge" {
+  policy        = policy.strict
+  nodes         = 2
+  gpus_per_node = 16
+  command       = ["python", "huge.py"]
+}`)
+			return input(cfg, state.New(), fleetFacts())
+		},
+		check: func(t *testing.T, p *reconcile.Plan) {
+			action(t, p, "huge", reconcile.ActionFailed, reconcile.ReasonUnschedulable)
+		},
+	},
+	{
+		name: "changed-but-unplaceable-keeps-running",
+		build: func(t *testing.T) reconcile.Input {
+			old := loadConfig(t, fleetHCL, trainHCL)
+			st, doc := state.New(), fleetFacts()
+			running(t, st, doc, old, "train", "r-train1", map[string][]int{"a1": {0, 1, 2, 3}, "a2": {0, 1, 2, 3}}, "a1", "a2")
+			bigger := loadConfig(t, fleetHCL, `
+job "train" {
+  policy        = policy.rack
+  nodes         = 4
+  gpus_per_node = 4
+  command       = ["python", "train.py", "--epochs", "3"]
+  env           = { NCCL_DEBUG = "WARN" }
+}`+evalHCL)
+			return input(bigger, st, doc)
+		},
+		check: func(t *testing.T, p *reconcile.Plan) {
+			c := action(t, p, "train", reconcile.ActionWaiting, reconcile.ReasonConfigChanged, reconcile.ReasonUnschedulableNow)
+			if c.StopPrior || c.Placement == nil || c.Placement.Nodes[0].Host != "a1" {
+				t.Error("a healthy job is stopped for a configuration that cannot be placed")
+			}
+			eval := action(t, p, "eval", reconcile.ActionCreate, reconcile.ReasonNewJob)
+			n := eval.Placement.Nodes[0]
+			if (n.Host == "a1" || n.Host == "a2") && n.GPUs[0] < 4 {
+				t.Errorf("eval placed on train's GPUs: %+v", n)
+			}
+		},
+	},
+	{
+		name: "mix",
+		build: func(t *testing.T) reconcile.Input {
+			old := loadConfig(t, fleetHCL, trainHCL, evalHCL, `
+job "old" {
+  nodes   = 1
+  command = ["sleep", "infinity"]
+}`)
+			st, doc := state.New(), fleetFacts()
+			running(t, st, doc, old, "train", "r-train1", map[string][]int{"a1": {0, 1, 2, 3}, "a2": {0, 1, 2, 3}}, "a1", "a2")
+			running(t, st, doc, old, "eval", "r-eval1", map[string][]int{"b1": {5}}, "b1")
+			running(t, st, doc, old, "old", "r-old1", map[string][]int{"a3": {7}}, "a3")
+			doc.Find("a2").PIDs[0].Alive = false
+			cfg := loadConfig(t, fleetHCL, trainHCL, evalHCL, `
+job "serve" {
+  nodes         = 1
+  gpus_per_node = 4
+  command       = ["python", "serve.py"]
+}
+job "big" {
+  policy        = policy.rack
+  nodes         = 3
+  gpus_per_node = 8
+  command       = ["python", "big.py"]
+}
+policy "strict" {
+  on_unschedulable = "fail"
+}
+job "huge" {
+  policy        = policy.strict
+  nodes         = 1
+  gpus_per_node = 9
+  command       = ["python", "huge.py"]
+}`)
+			return input(cfg, st, doc)
+		},
+		check: func(t *testing.T, p *reconcile.Plan) {
+			action(t, p, "train", reconcile.ActionReplace, reconcile.ReasonProcessExited)
+			action(t, p, "eval", reconcile.ActionNoOp)
+			action(t, p, "old", reconcile.ActionDestroy, reconcile.ReasonRemovedFromConfig)
+			action(t, p, "serve", reconcile.ActionCreate, reconcile.ReasonNewJob)
+			action(t, p, "big", reconcile.ActionWaiting, reconcile.ReasonUnschedulableNow)
+			action(t, p, "huge", reconcile.ActionFailed, reconcile.ReasonUnschedulable)
+			noSharedGPU(t, p)
+		},
+	},
+}
+
+// noSharedGPU fails when two jobs of the plan would hold one GPU.
+func noSharedGPU(t *testing.T, p *reconcile.Plan) {
+	t.Helper()
+	owner := map[string]string{}
+	for _, c := range p.Jobs {
+		if c.Placement == nil {
+			continue
+		}
+		for _, n := range c.Placement.Nodes {
+			for _, g := range n.GPUs {
+				key := fmt.Sprintf("%s/%d", n.Host, g)
+				if o, ok := owner[key]; ok {
+					t.Errorf("GPU %s given to %s and %s", key, o, c.Job)
+				}
+				owner[key] = c.Job
+			}
+		}
+	}
+}
+
+func TestPlanCases(t *testing.T) {
+	for _, tc := range planCases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := reconcile.MakePlan(tc.build(t))
+			tc.check(t, p)
+			noSharedGPU(t, p)
+			var text, js bytes.Buffer
+			if err := planview.Text(&text, p, planview.Options{}); err != nil {
+				t.Fatal(err)
+			}
+			enc := json.NewEncoder(&js)
+			enc.SetIndent("", "  ")
+			if err := enc.Encode(p); err != nil {
+				t.Fatal(err)
+			}
+			assertGolden(t, filepath.Join("testdata", "plan", tc.name+".txt"), text.Bytes())
+			assertGolden(t, filepath.Join("testdata", "plan", tc.name+".json"), js.Bytes())
+
+			// The same inputs give the same bytes.
+			again := reconcile.MakePlan(tc.build(t))
+			b1, _ := json.Marshal(p)
+			b2, _ := json.Marshal(again)
+			if !bytes.Equal(b1, b2) {
+				t.Error("two plans of the same inputs differ")
+			}
+		})
+	}
+}
+
+// TestPlanIgnoresWorkerOrder: facts listing hosts in another order give
+// the same plan.
+func TestPlanIgnoresWorkerOrder(t *testing.T) {
+	cfg := loadConfig(t, fleetHCL, trainHCL, evalHCL)
+	a := reconcile.MakePlan(input(cfg, state.New(), fleetFacts()))
+	doc := fleetFacts()
+	slices.Reverse(doc.Hosts)
+	b := reconcile.MakePlan(input(cfg, state.New(), doc))
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	if !bytes.Equal(ja, jb) {
+		t.Errorf("plans differ with the hosts' order:\n%s\n%s", ja, jb)
+	}
+}
+
+// TestPlanTargets: --target limits the plan to the named jobs; the others
+// keep their GPUs.
+func TestPlanTargets(t *testing.T) {
+	cfg := loadConfig(t, fleetHCL, trainHCL, evalHCL)
+	st, doc := state.New(), fleetFacts()
+	running(t, st, doc, cfg, "train", "r-train1", map[string][]int{"a1": {0, 1, 2, 3}, "a2": {0, 1, 2, 3}}, "a1", "a2")
+	doc.Find("a2").PIDs[0].Alive = false // would be replaced, but is not targeted
+	in := input(cfg, st, doc)
+	in.Targets = []string{"eval"}
+	p := reconcile.MakePlan(in)
+	if len(p.Jobs) != 1 || p.Jobs[0].Job != "eval" {
+		t.Fatalf("jobs %+v, want only eval", p.Jobs)
+	}
+	n := p.Jobs[0].Placement.Nodes[0]
+	if (n.Host == "a1" || n.Host == "a2") && n.GPUs[0] < 4 {
+		t.Errorf("eval placed on the untargeted train's GPUs: %+v", n)
+	}
+}
+
+// TestReasonCodesDocumented: docs/plan.md lists every reason code with its
+// sentence.
+func TestReasonCodesDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../docs/plan.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range reconcile.ReasonCodes {
+		row := fmt.Sprintf("| `%s` |", r.Code)
+		if !bytes.Contains(doc, []byte(row)) {
+			t.Errorf("docs/plan.md has no row %q", row)
+		}
+		if !bytes.Contains(doc, []byte(r.Sentence)) {
+			t.Errorf("docs/plan.md does not say %q", r.Sentence)
+		}
+	}
+}
+
+func assertGolden(t *testing.T, path string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./reconcile -update)", err)
+	}
+	if !bytes.Equal(want, got) {
+		t.Errorf("%s differs (run with -update to accept):\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
