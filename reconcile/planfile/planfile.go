@@ -1,0 +1,231 @@
+// Package planfile is the saved plan: what `gpulayer plan --out FILE`
+// writes and `gpulayer apply FILE` and `gpulayer show FILE` read. It holds
+// the plan and everything apply needs to carry it out without the
+// configuration files: the resolved job specs, the hosts and how to reach
+// them, the facts the plan was made from, the variables (sensitive values
+// left out) and the source files, for the record.
+package planfile
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	ctyjson "github.com/zclconf/go-cty/cty/json"
+
+	"github.com/gpulayer/gpulayer/config"
+	"github.com/gpulayer/gpulayer/internal/inputfile"
+	"github.com/gpulayer/gpulayer/reconcile"
+	"github.com/gpulayer/gpulayer/reconcile/facts"
+	"github.com/gpulayer/gpulayer/reconcile/state"
+)
+
+// FormatVersion is the version of the saved plan this package writes; a
+// file of another version is refused.
+const FormatVersion = 1
+
+// MaxBytes bounds a saved plan read from disk: it holds the facts of every
+// host, a few kilobytes each.
+const MaxBytes = 512 << 20
+
+// File is a saved plan.
+type File struct {
+	FormatVersion int             `json:"format_version"`
+	Plan          *reconcile.Plan `json:"plan"`
+	Config        Snapshot        `json:"config"`
+	// Facts are the facts the plan was made from.
+	Facts *facts.Document `json:"facts"`
+	// Commit is the git commit the configuration was read from, when the
+	// plan was made inside a git work tree.
+	Commit string `json:"commit,omitempty"`
+}
+
+// Snapshot is the configuration a plan was made from, resolved.
+type Snapshot struct {
+	// Dir is the configuration directory (absolute); relative paths of
+	// ssh blocks (identity files, known_hosts) are read from it.
+	Dir string `json:"dir"`
+	// StatePath is the state file the plan was made against.
+	StatePath string `json:"state_path"`
+	// Files are the configuration files read, with their text.
+	Files []SourceFile `json:"files"`
+	// Variables are the input variables' values; sensitive ones have no
+	// value here.
+	Variables []Variable `json:"variables"`
+	// Jobs are the effective configurations of every configured job.
+	Jobs []Job `json:"jobs"`
+	// Hosts are the declared hosts and how to reach them.
+	Hosts []Host `json:"hosts"`
+}
+
+// SourceFile is one configuration file.
+type SourceFile struct {
+	Name string `json:"name"`
+	Text string `json:"text"`
+}
+
+// Variable is one input variable's value.
+type Variable struct {
+	Name      string `json:"name"`
+	Sensitive bool   `json:"sensitive"`
+	// Type is the value's type in HCL's words ("string", "number").
+	Type string `json:"type"`
+	// Value is the value as JSON; absent for sensitive variables.
+	Value json.RawMessage `json:"value,omitempty"`
+}
+
+// Job is one configured job's effective configuration.
+type Job struct {
+	Name string        `json:"name"`
+	Spec state.JobSpec `json:"spec"`
+}
+
+// Host is one declared host and how to reach it.
+type Host struct {
+	Name    string `json:"name"`
+	Fleet   string `json:"fleet"`
+	Address string `json:"address"`
+	Port    int    `json:"port,omitempty"`
+	SSH     *SSH   `json:"ssh,omitempty"`
+}
+
+// SSH is a host's ssh block.
+type SSH struct {
+	Name           string         `json:"name"`
+	User           string         `json:"user,omitempty"`
+	Port           int            `json:"port,omitempty"`
+	IdentityFile   string         `json:"identity_file,omitempty"`
+	KnownHosts     string         `json:"known_hosts,omitempty"`
+	HostKeyCheck   string         `json:"host_key_check,omitempty"`
+	Bastion        string         `json:"bastion,omitempty"`
+	ConnectTimeout state.Duration `json:"connect_timeout,omitempty"`
+}
+
+// New makes the saved form of plan p made from cfg and doc. dir is the
+// configuration's absolute directory, statePath the state file's.
+func New(p *reconcile.Plan, cfg *config.Config, doc *facts.Document, dir, statePath string) (*File, error) {
+	snap := Snapshot{Dir: dir, StatePath: statePath, Files: []SourceFile{}, Variables: []Variable{}, Jobs: []Job{}, Hosts: []Host{}}
+	names := make([]string, 0, len(cfg.Files))
+	for n := range cfg.Files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		snap.Files = append(snap.Files, SourceFile{Name: n, Text: string(cfg.Files[n].Bytes)})
+	}
+	for _, v := range cfg.Variables {
+		sv := Variable{Name: v.Name, Sensitive: v.Sensitive, Type: v.Value.Type().FriendlyName()}
+		if !v.Sensitive && v.Value.IsWhollyKnown() {
+			b, err := ctyjson.Marshal(v.Value, v.Value.Type())
+			if err != nil {
+				return nil, fmt.Errorf("variable %q: %w", v.Name, err)
+			}
+			sv.Value = b
+		}
+		snap.Variables = append(snap.Variables, sv)
+	}
+	for _, j := range cfg.Jobs {
+		snap.Jobs = append(snap.Jobs, Job{Name: j.Name, Spec: reconcile.JobSpec(j)})
+	}
+	for _, f := range cfg.Fleets {
+		for _, h := range f.Hosts {
+			sh := Host{Name: h.Name, Fleet: f.Name, Address: h.Address, Port: h.Port}
+			if s := f.SSH; s != nil {
+				sh.SSH = &SSH{Name: s.Name, User: s.User, Port: s.Port, IdentityFile: s.IdentityFile, KnownHosts: s.KnownHosts,
+					HostKeyCheck: s.HostKeyCheck, Bastion: s.Bastion, ConnectTimeout: state.Duration(s.ConnectTimeout)}
+			}
+			snap.Hosts = append(snap.Hosts, sh)
+		}
+	}
+	slices.SortFunc(snap.Hosts, func(a, b Host) int { return strings.Compare(a.Name, b.Name) })
+	return &File{FormatVersion: FormatVersion, Plan: p, Config: snap, Facts: doc}, nil
+}
+
+// Job returns the spec of the job named name, or nil.
+func (s *Snapshot) Job(name string) *state.JobSpec {
+	for i := range s.Jobs {
+		if s.Jobs[i].Name == name {
+			return &s.Jobs[i].Spec
+		}
+	}
+	return nil
+}
+
+// Host returns the host named name, or nil.
+func (s *Snapshot) Host(name string) *Host {
+	for i := range s.Hosts {
+		if s.Hosts[i].Name == name {
+			return &s.Hosts[i]
+		}
+	}
+	return nil
+}
+
+// ConfigHost and ConfigSSH are the host and its ssh block as the
+// configuration package has them, for building SSH targets.
+func (h *Host) ConfigHost() *config.Host {
+	return &config.Host{Name: h.Name, Fleet: h.Fleet, Address: h.Address, Port: h.Port}
+}
+
+func (h *Host) ConfigSSH() *config.SSH {
+	if h.SSH == nil {
+		return nil
+	}
+	s := h.SSH
+	return &config.SSH{Name: s.Name, User: s.User, Port: s.Port, IdentityFile: s.IdentityFile, KnownHosts: s.KnownHosts,
+		HostKeyCheck: s.HostKeyCheck, Bastion: s.Bastion, ConnectTimeout: time.Duration(s.ConnectTimeout)}
+}
+
+// Encode writes the file as indented JSON.
+func (f *File) Encode() ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(f); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// ReadFile reads the saved plan at path: a regular file of at most
+// MaxBytes.
+func ReadFile(path string) (*File, error) {
+	data, err := inputfile.Read(path, MaxBytes)
+	if err != nil {
+		return nil, err
+	}
+	return Decode(path, data)
+}
+
+// Decode reads a saved plan; name is the file's path, for errors.
+func Decode(name string, data []byte) (*File, error) {
+	var head struct {
+		FormatVersion *int `json:"format_version"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return nil, fmt.Errorf("%s is not a saved plan: %w", name, err)
+	}
+	if head.FormatVersion == nil {
+		return nil, fmt.Errorf("%s is not a saved plan: it has no format_version", name)
+	}
+	if *head.FormatVersion != FormatVersion {
+		return nil, fmt.Errorf("%s is a saved plan of format %d; this gpulayer reads format %d", name, *head.FormatVersion, FormatVersion)
+	}
+	var f File
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if f.Plan == nil {
+		return nil, fmt.Errorf("%s is not a saved plan: it has no plan", name)
+	}
+	if f.Plan.FormatVersion != reconcile.PlanFormatVersion {
+		return nil, fmt.Errorf("%s holds a plan of format %d; this gpulayer reads format %d", name, f.Plan.FormatVersion, reconcile.PlanFormatVersion)
+	}
+	return &f, nil
+}
