@@ -1,0 +1,153 @@
+// Package launch writes the shell scripts that start and stop one node of
+// a job on its machine, and reads what they print (docs/apply.md). It is
+// pure: apply sends the scripts over SSH as `sh -s` with the script on
+// standard input, so the remote login shell only ever parses "sh -s", and
+// every value inside a script is quoted for sh with ssh.Quote.
+package launch
+
+import (
+	"fmt"
+	"hash/fnv"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpulayer/gpulayer/reconcile/state"
+	"github.com/gpulayer/gpulayer/ssh"
+)
+
+// Command is the remote command line of every launch and stop: the script
+// goes on standard input.
+const Command = "sh -s"
+
+// RunsDir is where a machine keeps each node's log and exit status,
+// relative to the remote user's home: RunsDir/JOB/RUN_ID/node-RANK.log.
+const RunsDir = ".gpulayer/runs"
+
+// Node is what starting one node of a job needs.
+type Node struct {
+	Job   string
+	RunID string
+	Rank  int
+	Spec  state.JobSpec
+	// GPUs are the node's GPU indices, and GPUUUIDs their UUIDs (same
+	// order) when the probe knew them.
+	GPUs     []int
+	GPUUUIDs []string
+	// MasterAddr is node 0's address as the other nodes reach it.
+	MasterAddr string
+	// MasterPort is the rendezvous port; on node 0, when the job sets no
+	// port, it is only the first candidate (see PickPort).
+	MasterPort int
+	// PickPort makes node 0's script take the first of MasterPort and the
+	// PortCandidates-1 ports after it that nothing listens on.
+	PickPort bool
+}
+
+// PortCandidates is how many ports node 0 tries from a job's default port.
+const PortCandidates = 16
+
+// DefaultPort is the first port tried for a job that sets no master_port:
+// the same for every launch of the job (20000-29999, from its name), so
+// firewalls and people can expect it.
+func DefaultPort(job string) int {
+	h := fnv.New32a()
+	h.Write([]byte(job))
+	return 20000 + int(h.Sum32()%10000)
+}
+
+// LogPath and ExitPath are the node's files, relative to the home
+// directory.
+func LogPath(job, runID string, rank int) string {
+	return fmt.Sprintf("%s/%s/%s/node-%d.log", RunsDir, job, runID, rank)
+}
+
+func ExitPath(job, runID string, rank int) string {
+	return fmt.Sprintf("%s/%s/%s/node-%d.exit", RunsDir, job, runID, rank)
+}
+
+// Var is one environment variable.
+type Var struct{ Name, Value string }
+
+// Env is the node's environment beyond the login's: the job's env first,
+// then gpulayer's variables, which win over the job's of the same name
+// (sorted by name within each part, so a script is the same every time).
+func Env(n Node) []Var {
+	own := map[string]string{
+		"GPULAYER_JOB":         n.Job,
+		"GPULAYER_RUN_ID":      n.RunID,
+		"GPULAYER_NODE_RANK":   strconv.Itoa(n.Rank),
+		"MASTER_ADDR":          n.MasterAddr,
+		"MASTER_PORT":          strconv.Itoa(n.MasterPort),
+		"WORLD_SIZE":           strconv.Itoa(n.Spec.Nodes * max(n.Spec.GPUsPerNode, 1)),
+		"NNODES":               strconv.Itoa(n.Spec.Nodes),
+		"NODE_RANK":            strconv.Itoa(n.Rank),
+		"NPROC_PER_NODE":       strconv.Itoa(max(n.Spec.GPUsPerNode, 1)),
+		"CUDA_DEVICE_ORDER":    "PCI_BUS_ID",
+		"CUDA_VISIBLE_DEVICES": visibleDevices(n),
+	}
+	var out []Var
+	for _, k := range slices.Sorted(maps.Keys(n.Spec.Env)) {
+		if _, ours := own[k]; !ours {
+			out = append(out, Var{k, n.Spec.Env[k]})
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(own)) {
+		out = append(out, Var{k, own[k]})
+	}
+	return out
+}
+
+// visibleDevices is CUDA_VISIBLE_DEVICES: the GPUs by UUID when every one
+// is known (indices can change order across reboots and driver updates;
+// UUIDs cannot), else by index. Empty for a CPU-only node, which hides
+// every GPU.
+func visibleDevices(n Node) string {
+	if len(n.GPUUUIDs) == len(n.GPUs) && len(n.GPUs) > 0 {
+		return strings.Join(n.GPUUUIDs, ",")
+	}
+	ids := make([]string, len(n.GPUs))
+	for i, g := range n.GPUs {
+		ids[i] = strconv.Itoa(g)
+	}
+	return strings.Join(ids, ",")
+}
+
+// Argv is the program and arguments a node runs. The plain launcher runs
+// the command as it is. torchrun runs it under a static rendezvous:
+// `torchrun --nnodes N --nproc-per-node G --node-rank R --master-addr A
+// --master-port P` and then the command: a command that starts with
+// python or python3 gives torchrun its script and arguments (torchrun
+// starts the workers' python itself); any other program is run with
+// --no-python.
+func Argv(n Node) []string {
+	cmd := n.Spec.Command
+	if n.Spec.Launcher != "torchrun" {
+		return slices.Clone(cmd)
+	}
+	argv := []string{"torchrun",
+		"--nnodes", strconv.Itoa(n.Spec.Nodes),
+		"--nproc-per-node", strconv.Itoa(max(n.Spec.GPUsPerNode, 1)),
+		"--node-rank", strconv.Itoa(n.Rank),
+		"--master-addr", n.MasterAddr,
+		"--master-port", strconv.Itoa(n.MasterPort),
+	}
+	if len(cmd) > 1 && (cmd[0] == "python" || cmd[0] == "python3") && !strings.HasPrefix(cmd[1], "-") {
+		return append(argv, cmd[1:]...)
+	}
+	return append(append(argv, "--no-python"), cmd...)
+}
+
+// quoteAll quotes every word for sh.
+func quoteAll(words []string) string {
+	q := make([]string, len(words))
+	for i, w := range words {
+		q[i] = ssh.Quote(w)
+	}
+	return strings.Join(q, " ")
+}
+
+// Timeout bounds one node's launch script on its machine.
+const Timeout = 30 * time.Second

@@ -1,0 +1,187 @@
+package launch
+
+import (
+	"bufio"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/gpulayer/gpulayer/ssh"
+)
+
+// Script is the sh script that starts node n, detached: in a session of
+// its own (setsid), standard input from /dev/null, standard output and
+// error to the node's log, in the job's workdir, with the node's
+// environment. Before starting anything it checks what would make the
+// start fail (the workdir, the program, setsid), so a node that cannot
+// start says why instead of leaving a process that dies at once.
+//
+// The process started is a small sh that runs the command in the
+// foreground and writes its exit status next to the log when it ends; it
+// is the session's and the process group's leader, so its pid is the
+// group's id. Its start time (field 22 of /proc/PID/stat) and the boot id
+// are printed with the pid, so a later pid that reuses the number is never
+// taken for it.
+//
+// The last line the script prints is
+//
+//	gpulayer-launch:ok PID START_TIME BOOT_ID MASTER_PORT
+//
+// or, when the node cannot start,
+//
+//	gpulayer-launch:error KIND MESSAGE
+func Script(n Node) string {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	w("# gpulayer launch: job %s, run %s, node %d\n", n.Job, n.RunID, n.Rank)
+	w("umask 077\n")
+	w("gpulayer_fail() { printf 'gpulayer-launch:error %%s %%s\\n' \"$1\" \"$2\"; exit 1; }\n")
+	w("[ -n \"$HOME\" ] && [ -d \"$HOME\" ] || gpulayer_fail home 'the login has no home directory'\n")
+	w("cd \"$HOME\" || gpulayer_fail home 'cannot enter the home directory'\n")
+	w("gpulayer_dir=%s\n", ssh.Quote(RunsDir+"/"+n.Job+"/"+n.RunID))
+	w("mkdir -p \"$gpulayer_dir\" || gpulayer_fail rundir \"cannot create $HOME/$gpulayer_dir\"\n")
+	w("gpulayer_log=\"$HOME/$gpulayer_dir/node-%d.log\"\n", n.Rank)
+	w("gpulayer_exit=\"$HOME/$gpulayer_dir/node-%d.exit\"\n", n.Rank)
+	w("rm -f \"$gpulayer_exit\"\n")
+	if n.Spec.Workdir != "" {
+		w("cd %s 2>/dev/null || gpulayer_fail workdir %s\n", ssh.Quote(n.Spec.Workdir),
+			ssh.Quote("workdir "+n.Spec.Workdir+" does not exist or cannot be entered"))
+	}
+	argv := Argv(n)
+	w("command -v setsid >/dev/null 2>&1 || gpulayer_fail setsid 'setsid(1) is not installed (Debian and Ubuntu: util-linux)'\n")
+	w("command -v %s >/dev/null 2>&1 || gpulayer_fail command_not_found %s\n", ssh.Quote(argv[0]),
+		ssh.Quote("command not found: "+argv[0]))
+	port := strconv.Itoa(n.MasterPort)
+	if n.PickPort {
+		w("%s", pickPortScript(n.MasterPort))
+		port = "$gpulayer_port"
+	} else {
+		w("gpulayer_port=%d\n", n.MasterPort)
+	}
+	for _, v := range Env(n) {
+		value := ssh.Quote(v.Value)
+		if v.Name == "MASTER_PORT" {
+			value = "\"$gpulayer_port\""
+		}
+		w("export %s=%s\n", v.Name, value)
+	}
+	w("export GPULAYER_EXIT_FILE=\"$gpulayer_exit\"\n")
+	// The leader traps the signals stop sends so that it outlives the
+	// command and records how it ended; the command itself gets them
+	// with their default actions (a trapped signal is reset on exec).
+	w("setsid sh -c 'trap : TERM INT HUP; \"$@\"; s=$?; printf \"%%s\\n\" \"$s\" >\"$GPULAYER_EXIT_FILE\"; exit \"$s\"' gpulayer-node %s </dev/null >\"$gpulayer_log\" 2>&1 &\n",
+		quoteArgv(argv, port))
+	w("gpulayer_pid=$!\n")
+	w("IFS= read -r gpulayer_stat </proc/$gpulayer_pid/stat 2>/dev/null || gpulayer_fail exited 'the process ended before it could be recorded'\n")
+	w("gpulayer_stat=${gpulayer_stat##*\\) }\n")
+	w("set -- $gpulayer_stat\n")
+	w("shift 19\n")
+	w("gpulayer_start=$1\n")
+	w("gpulayer_boot=\n")
+	w("IFS= read -r gpulayer_boot </proc/sys/kernel/random/boot_id 2>/dev/null || :\n")
+	w("printf 'gpulayer-launch:ok %%s %%s %%s %%s\\n' \"$gpulayer_pid\" \"$gpulayer_start\" \"${gpulayer_boot:--}\" \"$gpulayer_port\"\n")
+	return b.String()
+}
+
+// quoteArgv quotes the program and arguments for sh, except the value of
+// torchrun's --master-port, which is the shell variable the script set.
+func quoteArgv(argv []string, port string) string {
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		q[i] = ssh.Quote(a)
+		if i > 0 && argv[i-1] == "--master-port" && argv[0] == "torchrun" {
+			q[i] = portWord(port)
+		}
+	}
+	return strings.Join(q, " ")
+}
+
+func portWord(port string) string {
+	if strings.HasPrefix(port, "$") {
+		return "\"" + port + "\""
+	}
+	return port
+}
+
+// pickPortScript sets gpulayer_port to the first of PortCandidates ports
+// from first that no socket listens on, reading /proc/net/tcp and tcp6
+// with builtins (local address column, state 0A = LISTEN).
+func pickPortScript(first int) string {
+	return fmt.Sprintf(`gpulayer_listening=
+for gpulayer_f in /proc/net/tcp /proc/net/tcp6; do
+	[ -r "$gpulayer_f" ] || continue
+	while read -r gpulayer_sl gpulayer_local gpulayer_remote gpulayer_st gpulayer_rest; do
+		[ "$gpulayer_st" = 0A ] || continue
+		gpulayer_listening="$gpulayer_listening ${gpulayer_local##*:}"
+	done <"$gpulayer_f"
+done
+gpulayer_port=
+gpulayer_try=%d
+while [ "$gpulayer_try" -lt %d ]; do
+	gpulayer_hex=$(printf '%%04X' "$gpulayer_try")
+	case " $gpulayer_listening " in
+	*" $gpulayer_hex "*) ;;
+	*) gpulayer_port=$gpulayer_try; break ;;
+	esac
+	gpulayer_try=$((gpulayer_try + 1))
+done
+[ -n "$gpulayer_port" ] || gpulayer_fail port 'ports %d-%d are all in use on node 0; set master_port'
+`, first, first+PortCandidates, first, first+PortCandidates-1)
+}
+
+// Started is what a node's launch reported.
+type Started struct {
+	PID        int
+	StartTime  uint64
+	BootID     string
+	MasterPort int
+}
+
+// LaunchError is a node that could not start, with the script's reason.
+type LaunchError struct {
+	Kind    string // home, rundir, workdir, setsid, command_not_found, port, exited
+	Message string
+}
+
+func (e *LaunchError) Error() string { return e.Message }
+
+// ParseStarted reads the launch script's output.
+func ParseStarted(out []byte) (Started, error) {
+	var last string
+	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	for sc.Scan() {
+		if l := strings.TrimSpace(sc.Text()); strings.HasPrefix(l, "gpulayer-launch:") {
+			last = l
+		}
+	}
+	switch {
+	case strings.HasPrefix(last, "gpulayer-launch:error "):
+		kind, msg, _ := strings.Cut(strings.TrimPrefix(last, "gpulayer-launch:error "), " ")
+		return Started{}, &LaunchError{Kind: kind, Message: msg}
+	case strings.HasPrefix(last, "gpulayer-launch:ok "):
+		f := strings.Fields(strings.TrimPrefix(last, "gpulayer-launch:ok "))
+		if len(f) != 4 {
+			break
+		}
+		pid, err1 := strconv.Atoi(f[0])
+		start, err2 := strconv.ParseUint(f[1], 10, 64)
+		port, err3 := strconv.Atoi(f[3])
+		if err1 != nil || err2 != nil || err3 != nil || pid <= 0 {
+			break
+		}
+		boot := f[2]
+		if boot == "-" {
+			boot = ""
+		}
+		return Started{PID: pid, StartTime: start, BootID: boot, MasterPort: port}, nil
+	}
+	return Started{}, fmt.Errorf("the launch script printed no result (%q)", clip(string(out)))
+}
+
+func clip(s string) string {
+	s = strings.TrimSpace(s)
+	if len(s) > 200 {
+		return s[:200] + "…"
+	}
+	return s
+}
