@@ -29,7 +29,9 @@ const (
 
 // lockBusy, when set, is called each time Lock finds the lock held; the
 // tests use it to release a lock only once a waiter is waiting for it.
-var lockBusy func()
+// lockOpened, when set, is called between opening the lock file and
+// locking it, where the tests break the lock under a Lock.
+var lockBusy, lockOpened func()
 
 // NewLockInfo describes this process as a lock holder running command
 // ("gpulayer apply"): a random ID, the pid, host name and user.
@@ -143,6 +145,9 @@ func (l *Local) tryLock(who LockInfo) (*localLock, LockInfo, error) {
 		if !fi.Mode().IsRegular() {
 			f.Close()
 			return nil, LockInfo{}, fmt.Errorf("locking state %s: lock file %s is not a regular file (%s)", l.path, path, fi.Mode().Type())
+		}
+		if lockOpened != nil {
+			lockOpened()
 		}
 		held, err := tryFlock(f)
 		if err != nil {
