@@ -147,7 +147,7 @@ func (l *Local) Save(ctx context.Context, s *State, expected uint64) error {
 		return fmt.Errorf("saving state %s: no state", l.path)
 	}
 	dir := filepath.Dir(l.path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := makeDir(dir); err != nil {
 		return fmt.Errorf("saving state %s: %w", l.path, err)
 	}
 	cur, raw, err := l.current()
@@ -208,6 +208,19 @@ func (l *Local) Save(ctx context.Context, s *State, expected uint64) error {
 		s.Machines = []Machine{}
 	}
 	return nil
+}
+
+// makeDir makes the state's directory (mode 0700: state holds the jobs'
+// environments) when it is missing, and makes its name durable too, or a
+// first save could vanish with it in a power loss.
+func makeDir(dir string) error {
+	if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(dir))
 }
 
 // encode writes a document the same way every time: two-space indent, a

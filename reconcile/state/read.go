@@ -181,7 +181,7 @@ func jsonError(path string, data []byte, err error) error {
 		if typ.Field == "" {
 			e.Problem = fmt.Sprintf("is not a state document: it is a JSON %s, not an object", typ.Value)
 		} else {
-			e.Problem = fmt.Sprintf("is not a valid state document: %s is a JSON %s, not a %s", typ.Field, typ.Value, typ.Type)
+			e.Problem = fmt.Sprintf("is not a valid state document: %s is a JSON %s, not %s", typ.Field, typ.Value, typ.Type)
 		}
 	default:
 		// Unknown fields carry no offset.
