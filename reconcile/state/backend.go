@@ -54,7 +54,11 @@ type LockInfo struct {
 
 // LockedError is a lock held by someone else.
 type LockedError struct {
-	Where  string
+	Where string
+	// LockFile is the file locked, when the backend has one.
+	LockFile string
+	// Holder is the holder's record; its ID is empty when the holder had
+	// not written it yet.
 	Holder LockInfo
 	// Waited is how long Lock waited before giving up.
 	Waited time.Duration
@@ -62,6 +66,16 @@ type LockedError struct {
 
 func (e *LockedError) Error() string {
 	h := e.Holder
+	if h.ID == "" {
+		msg := fmt.Sprintf("state %s is locked, but the lock names no holder yet", e.Where)
+		if e.LockFile != "" {
+			msg = fmt.Sprintf("state %s is locked, but its lock file %s names no holder yet", e.Where, e.LockFile)
+		}
+		if e.Waited > 0 {
+			msg += fmt.Sprintf("; waited %s", e.Waited.Round(time.Millisecond))
+		}
+		return msg + "; try again"
+	}
 	msg := fmt.Sprintf("state %s is locked by %q (pid %d on %s, since %s, lock ID %s)",
 		e.Where, h.Command, h.PID, h.Host, h.Since.UTC().Format(time.RFC3339), h.ID)
 	if e.Waited > 0 {
@@ -80,7 +94,12 @@ type ConflictError struct {
 }
 
 func (e *ConflictError) Error() string {
-	if e.ExpectedLineage != "" && e.FoundLineage != e.ExpectedLineage {
+	switch {
+	case e.FoundSerial == 0 && e.FoundLineage == "":
+		return fmt.Sprintf("state %s changed since it was read: it no longer exists (expected serial %d)", e.Where, e.ExpectedSerial)
+	case e.ExpectedLineage == "" && e.FoundLineage != "":
+		return fmt.Sprintf("state %s changed since it was read: it is of lineage %s (serial %d), and the state being saved has none: it was not read from there", e.Where, e.FoundLineage, e.FoundSerial)
+	case e.ExpectedLineage != "" && e.FoundLineage != e.ExpectedLineage:
 		return fmt.Sprintf("state %s changed since it was read: it is of lineage %s, not %s", e.Where, e.FoundLineage, e.ExpectedLineage)
 	}
 	return fmt.Sprintf("state %s changed since it was read: serial %d, expected %d", e.Where, e.FoundSerial, e.ExpectedSerial)

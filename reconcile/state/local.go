@@ -1,0 +1,238 @@
+package state
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// DefaultPath is where the state of the configuration in configDir is kept
+// when --state does not say: configDir/.gpulayer/state.json.
+func DefaultPath(configDir string) string {
+	return filepath.Join(configDir, ".gpulayer", "state.json")
+}
+
+// LockPath is the lock file of the state file path: path without its
+// ".json" and with ".lock" (.gpulayer/state.lock beside
+// .gpulayer/state.json). It depends on the path alone, so every command
+// naming the same state file takes the same lock.
+func LockPath(path string) string {
+	return strings.TrimSuffix(path, ".json") + ".lock"
+}
+
+// BackupPath is where the version before the current one of the state file
+// path is kept: path + ".backup".
+func BackupPath(path string) string { return path + ".backup" }
+
+// Local keeps the state in a file on this machine (docs/state.md): written
+// atomically, with the previous version kept as a backup, and locked with
+// flock(2) on a lock file beside it.
+type Local struct {
+	path string
+	// GpulayerVersion is written into every document saved and every lock
+	// taken; the CLI sets it to its own version.
+	GpulayerVersion string
+	// MaxBytes caps the size of the state file read or written; 0 is
+	// DefaultMaxBytes.
+	MaxBytes int64
+}
+
+var _ Backend = (*Local)(nil)
+
+// NewLocal is the backend of the state file at path (DefaultPath unless
+// --state says otherwise). Nothing is read or created until it is used.
+func NewLocal(path string) *Local { return &Local{path: path} }
+
+// Path is the state file.
+func (l *Local) Path() string { return l.path }
+
+func (l *Local) String() string { return "local file " + l.path }
+
+func (l *Local) maxBytes() int64 {
+	if l.MaxBytes > 0 {
+		return l.MaxBytes
+	}
+	return DefaultMaxBytes
+}
+
+// Load reads the state file. A file that does not exist is New(), unless
+// its backup exists: a state that vanished while its backup stayed is more
+// likely lost than never made, and starting afresh would launch every job
+// again, so that is an error asking the person to choose.
+func (l *Local) Load(ctx context.Context) (*State, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s, _, err := l.current()
+	if err != nil {
+		return nil, err
+	}
+	if s == nil {
+		return New(), nil
+	}
+	return s, nil
+}
+
+// current reads the stored document and its bytes; nil when there is none.
+func (l *Local) current() (*State, []byte, error) {
+	data, err := readRegular(l.path, l.maxBytes())
+	if err != nil {
+		return nil, nil, l.withBackup(err)
+	}
+	if data == nil {
+		backup := BackupPath(l.path)
+		if _, err := os.Lstat(backup); err == nil {
+			return nil, nil, fmt.Errorf("state file %s does not exist, but its backup does (%s): restore the backup (mv %s %s), or remove it to start from an empty state",
+				l.path, l.backupNote(), backup, l.path)
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return nil, nil, fmt.Errorf("state file %s does not exist; its backup: %w", l.path, err)
+		}
+		return nil, nil, nil
+	}
+	s, err := decode(l.path, data)
+	if err != nil {
+		return nil, nil, l.withBackup(err)
+	}
+	return s, data, nil
+}
+
+// withBackup adds to an unreadable state file's error what its backup
+// holds, since that is what the person repairing it needs next.
+func (l *Local) withBackup(err error) error {
+	var u *UnreadableError
+	if errors.As(err, &u) && u.Path == l.path {
+		u.Backup = l.backupNote()
+	}
+	return err
+}
+
+// backupNote says what the backup file holds.
+func (l *Local) backupNote() string {
+	backup := BackupPath(l.path)
+	data, err := readRegular(backup, l.maxBytes())
+	if err == nil && data == nil {
+		return "there is no backup " + backup
+	}
+	var s *State
+	if err == nil {
+		s, err = decode(backup, data)
+	}
+	if err != nil {
+		var u *UnreadableError
+		if errors.As(err, &u) {
+			return fmt.Sprintf("its backup %s cannot be read either: it %s", backup, u.Problem)
+		}
+		return fmt.Sprintf("its backup %s cannot be read either: %v", backup, err)
+	}
+	return fmt.Sprintf("%s holds the previous version (serial %d)", backup, s.Serial)
+}
+
+// Save writes s as the version after serial expected. Callers hold the lock
+// (Lock); Save itself compares the stored serial and lineage with what s
+// was read from, so that a writer whose lock was broken (ForceUnlock) or
+// who never took one cannot replace a version it did not read. It refuses
+// to write over a file it cannot read. The current file becomes the backup
+// first; both writes are atomic. On error s is left unchanged.
+func (l *Local) Save(ctx context.Context, s *State, expected uint64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if s == nil {
+		return fmt.Errorf("saving state %s: no state", l.path)
+	}
+	dir := filepath.Dir(l.path)
+	if err := makeDir(dir); err != nil {
+		return fmt.Errorf("saving state %s: %w", l.path, err)
+	}
+	cur, raw, err := l.current()
+	if err != nil {
+		return fmt.Errorf("not saving state: %w", err)
+	}
+	var found uint64
+	var lineage string
+	if cur != nil {
+		found, lineage = cur.Serial, cur.Lineage
+	}
+	// A missing file takes any lineage: that is how the first state, or
+	// one moved from another backend, is written.
+	if found != expected || (cur != nil && s.Lineage != lineage) {
+		return &ConflictError{Where: l.path, ExpectedSerial: expected, FoundSerial: found, ExpectedLineage: s.Lineage, FoundLineage: lineage}
+	}
+
+	next := *s
+	next.FormatVersion = FormatVersion
+	next.Serial = expected + 1
+	if next.Lineage == "" {
+		next.Lineage = newUUID()
+	}
+	next.GpulayerVersion = l.GpulayerVersion
+	if next.Jobs == nil {
+		next.Jobs = []Job{}
+	}
+	if next.Machines == nil {
+		next.Machines = []Machine{}
+	}
+	data, err := encode(&next)
+	if err != nil {
+		return fmt.Errorf("saving state %s: %w", l.path, err)
+	}
+	if int64(len(data)) > l.maxBytes() {
+		return fmt.Errorf("saving state %s: the document is %d bytes, more than the limit of %s that gpulayer reads back", l.path, len(data), byteSize(l.maxBytes()))
+	}
+
+	backup := BackupPath(l.path)
+	for _, p := range []string{l.path, backup} {
+		if err := removeTemps(dir, filepath.Base(p)); err != nil {
+			return fmt.Errorf("saving state %s: removing what an interrupted write left: %w", l.path, err)
+		}
+	}
+	if raw != nil {
+		if err := writeAtomic(backup, raw, "backup"); err != nil {
+			return fmt.Errorf("saving state %s: keeping the previous version: %w", l.path, err)
+		}
+	}
+	if err := writeAtomic(l.path, data, "state"); err != nil {
+		return fmt.Errorf("saving state: %w", err)
+	}
+	s.FormatVersion, s.Serial, s.Lineage, s.GpulayerVersion = next.FormatVersion, next.Serial, next.Lineage, next.GpulayerVersion
+	if s.Jobs == nil {
+		s.Jobs = []Job{}
+	}
+	if s.Machines == nil {
+		s.Machines = []Machine{}
+	}
+	return nil
+}
+
+// makeDir makes the state's directory (mode 0700: state holds the jobs'
+// environments) when it is missing, and makes its name durable too, or a
+// first save could vanish with it in a power loss.
+func makeDir(dir string) error {
+	if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(dir))
+}
+
+// encode writes a document the same way every time: two-space indent, a
+// final newline, and "&", "<" and ">" as themselves so that commands read
+// as written.
+func encode(s *State) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(s); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}

@@ -1,0 +1,16 @@
+package state
+
+import (
+	"crypto/rand"
+	"fmt"
+)
+
+// newUUID is a random (version 4) UUID, for lineages and lock IDs. Since Go
+// 1.24 crypto/rand.Read never fails.
+func newUUID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40 // version 4
+	b[8] = b[8]&0x3f | 0x80 // RFC 4122 variant
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
