@@ -58,6 +58,7 @@ func MakePlan(in Input) *Plan {
 		Refresh:         in.Refresh,
 		Targets:         slices.Clone(in.Targets),
 		Jobs:            []JobChange{},
+		Leftovers:       []Leftover{},
 		Fleets:          []FleetChange{},
 		Warnings:        []string{},
 	}
@@ -75,6 +76,7 @@ func MakePlan(in Input) *Plan {
 	pl := planner{in: in, st: st, hosts: hosts, hostNames: hostNames, plan: p}
 	pl.classify()
 	pl.place()
+	pl.leftovers()
 	pl.fleets()
 	pl.summarize()
 	return p
@@ -307,4 +309,41 @@ func locationWords(l state.Location) string {
 		return "no location"
 	}
 	return s
+}
+
+// leftovers lists the runs earlier stops could not finish.
+func (pl *planner) leftovers() {
+	for _, j := range pl.st.Leftovers {
+		if !pl.targeted(j.Name) {
+			continue
+		}
+		l := Leftover{Job: j.Name, RunID: j.RunID, Nodes: []PriorNode{}}
+		for _, n := range j.Nodes {
+			pn := PriorNode{Rank: n.Rank, Host: n.Host, Address: n.Address, GPUs: n.GPUs}
+			if n.Process != nil {
+				pn.PID = n.Process.PID
+			}
+			l.Nodes = append(l.Nodes, pn)
+			if h := pl.hosts[n.Host]; h != nil && h.usable() {
+				l.Reachable = true
+			}
+		}
+		if l.Reachable {
+			pl.plan.Summary.Leftovers++
+		} else {
+			pl.plan.Warnings = append(pl.plan.Warnings, fmt.Sprintf("run %s of job %q could not be stopped on %s; it is stopped once a host answers",
+				j.RunID, j.Name, hostList(j.Nodes)))
+		}
+		pl.plan.Leftovers = append(pl.plan.Leftovers, l)
+	}
+}
+
+func hostList(nodes []state.Node) string {
+	var hosts []string
+	for _, n := range nodes {
+		if !slices.Contains(hosts, n.Host) {
+			hosts = append(hosts, n.Host)
+		}
+	}
+	return strings.Join(hosts, ", ")
 }

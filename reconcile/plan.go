@@ -24,6 +24,9 @@ type Plan struct {
 	// Jobs are the jobs the configuration declares and the ones state
 	// records, each once, in name order.
 	Jobs []JobChange `json:"jobs"`
+	// Leftovers are runs an earlier stop could not finish; apply stops
+	// them.
+	Leftovers []Leftover `json:"leftovers"`
 	// Fleets are the fleets whose machines a provider creates.
 	Fleets []FleetChange `json:"fleets"`
 	// Warnings are things a reviewer should know that change nothing.
@@ -184,6 +187,18 @@ type Decision struct {
 	Explanation *topology.Explanation `json:"explanation,omitempty"`
 }
 
+// Leftover is a run an earlier stop could not finish because a host did
+// not answer.
+type Leftover struct {
+	Job   string      `json:"job"`
+	RunID string      `json:"run_id"`
+	Nodes []PriorNode `json:"nodes"`
+	// Reachable says at least one of its hosts can be reached now, so
+	// apply will stop what is there; otherwise it waits for them, and is
+	// not counted as a change.
+	Reachable bool `json:"reachable"`
+}
+
 // FleetChange is a fleet of created machines: what its provider must
 // create or delete.
 type FleetChange struct {
@@ -218,6 +233,8 @@ type Summary struct {
 	Failed  int `json:"failed"`
 	NoOp    int `json:"no_op"`
 	// Create and Delete count machines; only those a provider can make.
+	// Leftovers counts the leftover runs apply will stop now.
+	Leftovers      int `json:"leftovers"`
 	CreateMachines int `json:"create_machines"`
 	DeleteMachines int `json:"delete_machines"`
 }
@@ -227,7 +244,7 @@ type Summary struct {
 // failed jobs alone are not changes.
 func (p *Plan) HasChanges() bool {
 	s := p.Summary
-	if s.Launch+s.Replace+s.Stop+s.CreateMachines+s.DeleteMachines > 0 {
+	if s.Launch+s.Replace+s.Stop+s.Leftovers+s.CreateMachines+s.DeleteMachines > 0 {
 		return true
 	}
 	for _, j := range p.Jobs {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -403,6 +404,31 @@ job "train" {
 			c := action(t, p, "eval", reconcile.ActionDestroy, reconcile.ReasonRemovedFromConfig)
 			if !c.StopPrior || c.Prior == nil || c.Prior.RunID != "r-eval1" {
 				t.Errorf("destroy %+v", c)
+			}
+		},
+	},
+	{
+		name: "leftovers",
+		build: func(t *testing.T) reconcile.Input {
+			cfg := loadConfig(t, fleetHCL)
+			st, doc := state.New(), fleetFacts()
+			leftover := func(run, host string) state.Job {
+				return state.Job{Name: "train", RunID: run, Status: state.JobStopping, Nodes: []state.Node{
+					{Rank: 1, Host: host, Address: "10.1.0.12", GPUs: []int{0, 1}, Process: &state.Process{PID: 5000, RunID: run}},
+				}}
+			}
+			st.AddLeftover(leftover("r-reachable", "a2"))
+			st.AddLeftover(leftover("r-down", "b1"))
+			b1 := doc.Find("b1")
+			*b1 = facts.Host{Name: "b1", Status: facts.StatusUnreachable, Error: "no route to host", GPUs: []facts.GPU{}}
+			return input(cfg, st, doc)
+		},
+		check: func(t *testing.T, p *reconcile.Plan) {
+			if len(p.Leftovers) != 2 || p.Summary.Leftovers != 1 || !p.HasChanges() {
+				t.Errorf("leftovers %+v, summary %+v", p.Leftovers, p.Summary)
+			}
+			if len(p.Warnings) != 1 || !strings.Contains(p.Warnings[0], "r-down") {
+				t.Errorf("warnings %q", p.Warnings)
 			}
 		},
 	},

@@ -85,13 +85,23 @@ func Text(w io.Writer, p *reconcile.Plan, opts Options) error {
 			changed = append(changed, c)
 		}
 	}
-	if len(changed) > 0 || len(p.Fleets) > 0 {
+	if len(changed) > 0 || len(p.Fleets) > 0 || p.Summary.Leftovers > 0 {
 		fmt.Fprintln(bw)
 		fmt.Fprintln(bw, "gpulayer will make these changes:")
 	}
 	for _, c := range changed {
 		fmt.Fprintln(bw)
 		writeJob(bw, c, st)
+	}
+	for _, l := range p.Leftovers {
+		if !l.Reachable {
+			continue
+		}
+		fmt.Fprintln(bw)
+		fmt.Fprintf(bw, "  %s %s will be stopped\n", st.symbol(reconcile.ActionDestroy),
+			st.bold.Render("run "+clean(l.RunID)+" of job "+strconv.Quote(clean(l.Job))))
+		fmt.Fprintf(bw, "      left over from a stop that could not reach every host: %s\n",
+			clean(nodeWords(l.Nodes)))
 	}
 	for _, f := range p.Fleets {
 		fmt.Fprintln(bw)
@@ -131,6 +141,9 @@ func SummaryLine(p *reconcile.Plan) string {
 		fmt.Sprintf("%d to launch", s.Launch),
 		fmt.Sprintf("%d to replace", s.Replace),
 		fmt.Sprintf("%d to stop", s.Stop),
+	}
+	if s.Leftovers > 0 {
+		parts = append(parts, fmt.Sprintf("%d leftover runs to stop", s.Leftovers))
 	}
 	if s.CreateMachines+s.DeleteMachines > 0 {
 		parts = append(parts, fmt.Sprintf("%d machines to create, %d to delete", s.CreateMachines, s.DeleteMachines))
@@ -216,8 +229,20 @@ func writeJob(w *bufio.Writer, c reconcile.JobChange, st styles) {
 // priorWords names what stop will end: "run r-1a2b: a1 pid 4211, a2 pid
 // 4302".
 func priorWords(p *reconcile.PriorJob) string {
+	out := "run " + p.RunID
+	if p.RunID == "" {
+		out = "what was started"
+	}
+	if s := nodeWords(p.Nodes); s != "" {
+		out += ": " + s
+	}
+	return out
+}
+
+// nodeWords writes "a1 pid 4211, a2 pid 4302 (exited)".
+func nodeWords(ns []reconcile.PriorNode) string {
 	var nodes []string
-	for _, n := range p.Nodes {
+	for _, n := range ns {
 		s := n.Host
 		if n.PID > 0 {
 			s += " pid " + strconv.Itoa(n.PID)
@@ -227,14 +252,7 @@ func priorWords(p *reconcile.PriorJob) string {
 		}
 		nodes = append(nodes, s)
 	}
-	out := "run " + p.RunID
-	if p.RunID == "" {
-		out = "what was started"
-	}
-	if len(nodes) > 0 {
-		out += ": " + strings.Join(nodes, ", ")
-	}
-	return out
+	return strings.Join(nodes, ", ")
 }
 
 func writeNodes(w *bufio.Writer, pl *reconcile.Placement) {

@@ -158,6 +158,9 @@ func decode(path string, data []byte) (*State, error) {
 	if s.Jobs == nil {
 		s.Jobs = []Job{}
 	}
+	if s.Leftovers == nil {
+		s.Leftovers = []Job{}
+	}
 	if s.Machines == nil {
 		s.Machines = []Machine{}
 	}

@@ -29,6 +29,10 @@ type State struct {
 	// Jobs are the jobs gpulayer launched and has not stopped, sorted by
 	// name.
 	Jobs []Job `json:"jobs"`
+	// Leftovers are runs that a stop could not finish (their host did not
+	// answer): every apply tries again, so nothing gpulayer started is
+	// forgotten. Sorted by job name, then run id.
+	Leftovers []Job `json:"leftovers"`
 	// Machines are the machines providers created, sorted by fleet and
 	// name.
 	Machines []Machine `json:"machines"`
@@ -39,7 +43,58 @@ type State struct {
 // New is an empty state of the current format, with no lineage yet (Save
 // makes one on the first write).
 func New() *State {
-	return &State{FormatVersion: FormatVersion, Jobs: []Job{}, Machines: []Machine{}}
+	return &State{FormatVersion: FormatVersion, Jobs: []Job{}, Leftovers: []Job{}, Machines: []Machine{}}
+}
+
+// Clone copies s deeply enough that changing the copy's jobs, nodes,
+// processes, leftovers and machines leaves s as it was. Facts are shared:
+// a refresh replaces them whole and never changes them in place.
+func (s *State) Clone() *State {
+	c := *s
+	c.Jobs = cloneJobs(s.Jobs)
+	c.Leftovers = cloneJobs(s.Leftovers)
+	c.Machines = slices.Clone(s.Machines)
+	for i := range c.Machines {
+		if p := c.Machines[i].Physical; p != nil {
+			cp := *p
+			c.Machines[i].Physical = &cp
+		}
+	}
+	return &c
+}
+
+func cloneJobs(jobs []Job) []Job {
+	out := slices.Clone(jobs)
+	for i := range out {
+		out[i].Nodes = slices.Clone(out[i].Nodes)
+		for k := range out[i].Nodes {
+			n := &out[i].Nodes[k]
+			n.GPUs = slices.Clone(n.GPUs)
+			n.GPUUUIDs = slices.Clone(n.GPUUUIDs)
+			if n.Process != nil {
+				p := *n.Process
+				n.Process = &p
+			}
+		}
+	}
+	return out
+}
+
+// AddLeftover records a run that could not be stopped in full.
+func (s *State) AddLeftover(j Job) {
+	s.Leftovers = slices.DeleteFunc(s.Leftovers, func(o Job) bool { return o.Name == j.Name && o.RunID == j.RunID })
+	s.Leftovers = append(s.Leftovers, j)
+	slices.SortFunc(s.Leftovers, func(a, b Job) int {
+		if c := strings.Compare(a.Name, b.Name); c != 0 {
+			return c
+		}
+		return strings.Compare(a.RunID, b.RunID)
+	})
+}
+
+// RemoveLeftover forgets a leftover run once it is stopped.
+func (s *State) RemoveLeftover(job, runID string) {
+	s.Leftovers = slices.DeleteFunc(s.Leftovers, func(o Job) bool { return o.Name == job && o.RunID == runID })
 }
 
 // Job statuses.

@@ -1,0 +1,276 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpulayer/gpulayer/config"
+	"github.com/gpulayer/gpulayer/internal/iostreams"
+	"github.com/gpulayer/gpulayer/reconcile"
+	"github.com/gpulayer/gpulayer/reconcile/facts"
+	"github.com/gpulayer/gpulayer/reconcile/planfile"
+	"github.com/gpulayer/gpulayer/reconcile/planview"
+	"github.com/gpulayer/gpulayer/reconcile/probe"
+	"github.com/gpulayer/gpulayer/reconcile/state"
+	"github.com/gpulayer/gpulayer/ssh"
+)
+
+// planInputs are the flags plan and apply share: what the plan is made
+// from.
+type planInputs struct {
+	dir         string
+	statePath   string
+	vars        []config.VarArg
+	environ     []string
+	targets     []string
+	refresh     bool
+	factsFile   string
+	lockTimeout time.Duration
+	lock        bool
+	parallelism int
+	timeout     time.Duration
+}
+
+func addPlanInputFlags(cmd *cobra.Command, in *planInputs) {
+	addVarFlags(cmd, &in.vars)
+	addStateFlags(cmd, &in.statePath, &in.lockTimeout)
+	cmd.Flags().BoolVar(&in.lock, "lock", true, "hold the state lock while reading state")
+	cmd.Flags().StringArrayVar(&in.targets, "target", nil, "plan only the job `job.NAME` (repeatable)")
+	cmd.Flags().BoolVar(&in.refresh, "refresh", true, "probe the machines; false plans from the facts saved in state")
+	cmd.Flags().StringVar(&in.factsFile, "facts", "", "plan from the facts document `FILE` (gpulayer probe --out), with no SSH")
+	cmd.Flags().IntVar(&in.parallelism, "parallelism", probe.DefaultParallelism, "probe at most `N` hosts at once")
+	cmd.Flags().DurationVar(&in.timeout, "probe-timeout", probe.DefaultTimeout, "give up on a host's probe after `DURATION`")
+}
+
+func (in *planInputs) check(cmd *cobra.Command) error {
+	if in.factsFile != "" && cmd.Flags().Changed("refresh") && in.refresh {
+		return fmt.Errorf("--facts and --refresh=true contradict each other: --facts plans with no SSH")
+	}
+	if in.parallelism < 1 {
+		return fmt.Errorf("--parallelism must be at least 1, got %d", in.parallelism)
+	}
+	if in.timeout <= 0 {
+		return fmt.Errorf("--probe-timeout must be positive, got %s", in.timeout)
+	}
+	if in.lockTimeout < 0 {
+		return fmt.Errorf("--lock-timeout must not be negative, got %s", in.lockTimeout)
+	}
+	_, err := parseTargets(in.targets)
+	return err
+}
+
+type planOptions struct {
+	f                *factory
+	in               planInputs
+	out              string
+	json             bool
+	detailedExitCode bool
+}
+
+func newCmdPlan(f *factory, runF func(*planOptions) error) *cobra.Command {
+	opts := &planOptions{f: f}
+	cmd := &cobra.Command{
+		Use:   "plan [DIR]",
+		Short: "Show what apply would launch, replace and stop, and why",
+		Long: `plan reads the configuration in DIR (default: the current directory) and the
+state beside it, probes every declared host over SSH, places the jobs that
+need placing and prints what apply would change, with the reason for every
+change (docs/plan.md).
+
+--facts FILE plans from a saved facts document with no SSH at all;
+--refresh=false plans from the facts the last apply saved in state.
+--out FILE saves the plan, for "gpulayer apply FILE" and "gpulayer show FILE".
+
+Exit status: 0 when the plan was made (with --detailed-exitcode: 0 no
+changes, 2 changes), 1 on an error.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.in.dir = "."
+			if len(args) == 1 {
+				opts.in.dir = args[0]
+			}
+			opts.in.environ = os.Environ()
+			if err := opts.in.check(cmd); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return planRun(opts)
+		},
+	}
+	addPlanInputFlags(cmd, &opts.in)
+	cmd.Flags().StringVar(&opts.out, "out", "", "save the plan to `FILE`")
+	cmd.Flags().BoolVar(&opts.json, "json", false, "print the plan as JSON (docs/plan.md)")
+	cmd.Flags().BoolVar(&opts.detailedExitCode, "detailed-exitcode", false, "exit 2 when there are changes, 0 when there are none")
+	return cmd
+}
+
+func planRun(opts *planOptions) error {
+	io := opts.f.IO
+	ctx, stop := interruptible()
+	defer stop()
+	made, err := makePlan(ctx, io, &opts.in, "plan")
+	if err != nil {
+		return err
+	}
+	if opts.out != "" {
+		data, err := made.file.Encode()
+		if err != nil {
+			return err
+		}
+		if err := writeFileAtomic(opts.out, data, 0o600); err != nil {
+			return fmt.Errorf("--out: %w", err)
+		}
+	}
+	if err := writePlan(io, made.plan, opts.json); err != nil {
+		return err
+	}
+	if opts.out != "" && !opts.json {
+		fmt.Fprintf(io.Out, "\nSaved the plan to %s. Apply exactly this plan with:\n  gpulayer apply %s\n", iostreams.Sanitize(opts.out, false), iostreams.Sanitize(opts.out, false))
+	}
+	if opts.detailedExitCode && made.plan.HasChanges() {
+		return &exitError{code: 2}
+	}
+	return nil
+}
+
+// writePlan prints a plan for people, or as JSON.
+func writePlan(io *iostreams.IOStreams, p *reconcile.Plan, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(io.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(p)
+	}
+	return planview.Text(io.Out, p, planview.Options{Color: io.ColorEnabled()})
+}
+
+// madePlan is a plan and everything it was made from.
+type madePlan struct {
+	plan  *reconcile.Plan
+	file  *planfile.File
+	cfg   *config.Config
+	state *state.State
+	facts *facts.Document
+}
+
+// makePlan loads the configuration and state, refreshes the facts as the
+// flags say, and plans. It holds the state lock while it reads, so a plan
+// never sees an apply half-way.
+func makePlan(ctx context.Context, io *iostreams.IOStreams, in *planInputs, command string) (*madePlan, error) {
+	cfg, err := loadConfig(io, in.dir, in.vars, in.environ)
+	if err != nil {
+		return nil, err
+	}
+	ws := newWorkspace(in.dir, in.statePath)
+	backend := ws.backend()
+	// The lock keeps a plan from reading state while an apply is half-way.
+	// Where no state was ever written there is nothing to read, and taking
+	// the lock would create the state directory: a plan in a read-only
+	// checkout (a CI runner with --facts) must not need to write.
+	if _, err := os.Stat(filepath.Dir(ws.statePath)); err == nil && in.lock {
+		lock, err := lockState(ctx, backend, in.lockTimeout, commandLine())
+		if err != nil {
+			return nil, err
+		}
+		defer lock.Unlock()
+	}
+	st, err := backend.Load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	targets, _ := parseTargets(in.targets)
+	if err := checkTargets(cfg, st, targets); err != nil {
+		return nil, err
+	}
+	refresh := reconcile.Refresh{Source: reconcile.RefreshProbe}
+	var doc *facts.Document
+	switch {
+	case in.factsFile != "":
+		refresh = reconcile.Refresh{Source: reconcile.RefreshFile, File: in.factsFile}
+		if doc, err = facts.ReadFile(in.factsFile); err != nil {
+			return nil, fmt.Errorf("--facts: %w", err)
+		}
+	case !in.refresh:
+		refresh.Source = reconcile.RefreshState
+		if st.Facts == nil {
+			return nil, fmt.Errorf("%s holds no facts yet (no apply has saved any); plan with a refresh, or with --facts FILE", backend)
+		}
+		doc = st.Facts
+	default:
+		pool := ssh.NewPool(ssh.Options{Parallelism: in.parallelism})
+		defer pool.Close()
+		if doc, err = reconcile.RefreshFacts(ctx, pool, cfg, st, refreshProbeOptions(io, in)); err != nil {
+			return nil, err
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("%s interrupted while probing", command)
+		}
+	}
+	p := reconcile.MakePlan(reconcile.Input{
+		Config: cfg, State: st, Facts: doc, Refresh: refresh, Targets: targets, Version: buildVersion(),
+	})
+	file, err := planfile.New(p, cfg, doc, absDir(in.dir), absDir(ws.statePath))
+	if err != nil {
+		return nil, err
+	}
+	file.Commit = gitCommit(ctx, in.dir)
+	return &madePlan{plan: p, file: file, cfg: cfg, state: st, facts: doc}, nil
+}
+
+// refreshProbeOptions are the probe's options, with progress on stderr when it
+// is a terminal.
+func refreshProbeOptions(io *iostreams.IOStreams, in *planInputs) probe.Options {
+	popts := probe.Options{Parallelism: in.parallelism, Timeout: in.timeout}
+	if io.IsStderrTTY() {
+		popts.Progress = func(done, total int, h *facts.Host) {
+			fmt.Fprintf(io.ErrOut, "\r\x1b[Krefreshing: %d/%d hosts (%s)", done, total, iostreams.Sanitize(h.Name, false))
+			if done == total {
+				fmt.Fprint(io.ErrOut, "\r\x1b[K")
+			}
+		}
+	}
+	return popts
+}
+
+// checkTargets refuses --target names that neither the configuration nor
+// state has.
+func checkTargets(cfg *config.Config, st *state.State, targets []string) error {
+	for _, t := range targets {
+		found := st.Job(t) != nil
+		for _, j := range cfg.Jobs {
+			found = found || j.Name == t
+		}
+		if !found {
+			return fmt.Errorf("--target job.%s: no job %q is declared or recorded in state", t, t)
+		}
+	}
+	return nil
+}
+
+// gitCommit is the commit checked out in dir's git work tree, or "" when
+// it is not in one (or git is missing). A saved plan records it for the
+// pipeline that applies it.
+func gitCommit(ctx context.Context, dir string) string {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "git", "-C", dir, "rev-parse", "--verify", "-q", "HEAD")
+	cmd.WaitDelay = time.Second
+	out, err := cmd.Output()
+	if err != nil {
+		return ""
+	}
+	commit := strings.TrimSpace(string(out))
+	if len(commit) != 40 && len(commit) != 64 {
+		return ""
+	}
+	return commit
+}

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"encoding/json"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpulayer/gpulayer/reconcile/planfile"
+	"github.com/gpulayer/gpulayer/reconcile/planview"
+)
+
+type showOptions struct {
+	f         *factory
+	planFile  string
+	statePath string
+	json      bool
+}
+
+func newCmdShow(f *factory, runF func(*showOptions) error) *cobra.Command {
+	opts := &showOptions{f: f}
+	cmd := &cobra.Command{
+		Use:   "show [PLANFILE]",
+		Short: "Show a saved plan, or what state records",
+		Long: `show renders a plan saved with "gpulayer plan --out FILE" exactly as plan
+printed it, or, without an argument, what the state of the current directory
+records: each job with its status, run, and nodes (host, address, GPUs, pid).
+
+--json prints the plan document (docs/plan.md) or the state document
+(docs/state.md) without its saved facts.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				opts.planFile = args[0]
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return showRun(opts)
+		},
+	}
+	addStateFlags(cmd, &opts.statePath, nil)
+	cmd.Flags().BoolVar(&opts.json, "json", false, "print as JSON")
+	return cmd
+}
+
+func showRun(opts *showOptions) error {
+	io := opts.f.IO
+	if opts.planFile != "" {
+		f, err := planfile.ReadFile(opts.planFile)
+		if err != nil {
+			return err
+		}
+		return writePlan(io, f.Plan, opts.json)
+	}
+	ctx, stop := interruptible()
+	defer stop()
+	backend := newWorkspace(".", opts.statePath).backend()
+	st, err := backend.Load(ctx)
+	if err != nil {
+		return err
+	}
+	if opts.json {
+		shown := *st
+		shown.Facts = nil
+		enc := json.NewEncoder(io.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(&shown)
+	}
+	return planview.State(io.Out, st, backend.String(), planview.Options{Color: io.ColorEnabled()})
+}

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpulayer/gpulayer/config"
+	"github.com/gpulayer/gpulayer/internal/iostreams"
+	"github.com/gpulayer/gpulayer/reconcile/state"
+)
+
+// workspace is what the commands that read or write state share: the
+// configuration directory and where its state is.
+type workspace struct {
+	dir       string // the configuration directory, as given
+	statePath string // --state, or DIR/.gpulayer/state.json
+}
+
+// addStateFlags adds --state and --lock-timeout.
+func addStateFlags(cmd *cobra.Command, statePath *string, lockTimeout *time.Duration) {
+	cmd.Flags().StringVar(statePath, "state", "", "read and write state at `FILE` (default: DIR/.gpulayer/state.json)")
+	if lockTimeout != nil {
+		cmd.Flags().DurationVar(lockTimeout, "lock-timeout", 0, "wait up to `DURATION` for the state lock (0: fail at once, naming its holder)")
+	}
+}
+
+func newWorkspace(dir, statePath string) workspace {
+	if statePath == "" {
+		statePath = state.DefaultPath(dir)
+	}
+	return workspace{dir: dir, statePath: statePath}
+}
+
+func (w workspace) backend() *state.Local {
+	local := state.NewLocal(w.statePath)
+	local.GpulayerVersion = buildVersion()
+	return local
+}
+
+// loadConfig loads the configuration, printing its diagnostics; errors end
+// the command with status 1.
+func loadConfig(io *iostreams.IOStreams, dir string, vars []config.VarArg, environ []string) (*config.Config, error) {
+	cfg, diags := config.Load(dir, config.LoadOptions{Vars: vars, Environ: environ})
+	if len(diags) > 0 {
+		if err := config.WriteDiagnostics(io.ErrOut, diags, cfg.Files, config.RenderOptions{Color: io.ColorEnabled()}); err != nil {
+			return nil, err
+		}
+	}
+	if diags.HasErrors() {
+		return nil, &exitError{code: 1}
+	}
+	return cfg, nil
+}
+
+// lockState takes the state lock for command, waiting up to wait.
+func lockState(ctx context.Context, b state.Backend, wait time.Duration, command string) (state.Lock, error) {
+	lock, err := b.Lock(ctx, state.NewLockInfo(command), wait)
+	if err != nil {
+		var locked *state.LockedError
+		if errors.As(err, &locked) {
+			return nil, &exitError{code: 1, err: err}
+		}
+		return nil, fmt.Errorf("lock %s: %w", b, err)
+	}
+	return lock, nil
+}
+
+// commandLine is the command as the lock records it: "gpulayer plan
+// examples/quickstart".
+func commandLine() string {
+	args := append([]string{"gpulayer"}, os.Args[1:]...)
+	return strings.Join(args, " ")
+}
+
+// interruptible is a context that SIGINT, SIGTERM and SIGHUP cancel.
+func interruptible() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+}
+
+// absDir is dir made absolute, for records that outlive the working
+// directory.
+func absDir(dir string) string {
+	if abs, err := filepath.Abs(dir); err == nil {
+		return abs
+	}
+	return dir
+}
+
+// parseTargets reads --target job.NAME flags into job names.
+func parseTargets(targets []string) ([]string, error) {
+	var out []string
+	for _, t := range targets {
+		name, ok := strings.CutPrefix(t, "job.")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("--target %q: want job.NAME", t)
+		}
+		out = append(out, name)
+	}
+	return out, nil
+}
+
+// writeFileAtomic writes data to path through a synced temporary file in
+// the same directory and a rename.
+func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(perm); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
