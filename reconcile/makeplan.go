@@ -28,6 +28,9 @@ type Input struct {
 	Targets []string
 	// Version is gpulayer's version, recorded in the plan.
 	Version string
+	// Destroy plans to stop every job state records, as if none were
+	// configured (gpulayer destroy).
+	Destroy bool
 }
 
 // MakePlan compares the configuration with state and facts and returns
@@ -121,6 +124,9 @@ func (pl *planner) classify() {
 	cfgJobs := map[string]*config.Job{}
 	var names []string
 	for _, j := range pl.in.Config.Jobs {
+		if pl.in.Destroy {
+			break
+		}
 		cfgJobs[j.Name] = j
 		names = append(names, j.Name)
 	}
@@ -147,7 +153,11 @@ func (pl *planner) classify() {
 			v.place = true
 			v.reasons = []Reason{{Code: ReasonNewJob, Message: "not running yet"}}
 		case v.cfg == nil:
-			v.reasons = []Reason{{Code: ReasonRemovedFromConfig, Message: "no job \"" + name + "\" is declared any more"}}
+			msg := "no job \"" + name + "\" is declared any more"
+			if pl.in.Destroy {
+				msg = "gpulayer destroy stops every job"
+			}
+			v.reasons = []Reason{{Code: ReasonRemovedFromConfig, Message: msg}}
 			pl.checkPrior(v)
 		default:
 			pl.checkPrior(v)

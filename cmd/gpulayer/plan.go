@@ -118,7 +118,7 @@ func planRun(opts *planOptions) error {
 	io := opts.f.IO
 	ctx, stop := interruptible()
 	defer stop()
-	made, err := makePlan(ctx, io, &opts.in, "plan")
+	made, err := makePlan(ctx, io, &opts.in, "plan", false)
 	if err != nil {
 		return err
 	}
@@ -165,7 +165,7 @@ type madePlan struct {
 // makePlan loads the configuration and state, refreshes the facts as the
 // flags say, and plans. It holds the state lock while it reads, so a plan
 // never sees an apply half-way.
-func makePlan(ctx context.Context, io *iostreams.IOStreams, in *planInputs, command string) (*madePlan, error) {
+func makePlan(ctx context.Context, io *iostreams.IOStreams, in *planInputs, command string, destroy bool) (*madePlan, error) {
 	cfg, err := loadConfig(io, in.dir, in.vars, in.environ)
 	if err != nil {
 		return nil, err
@@ -216,7 +216,7 @@ func makePlan(ctx context.Context, io *iostreams.IOStreams, in *planInputs, comm
 		}
 	}
 	p := reconcile.MakePlan(reconcile.Input{
-		Config: cfg, State: st, Facts: doc, Refresh: refresh, Targets: targets, Version: buildVersion(),
+		Config: cfg, State: st, Facts: doc, Refresh: refresh, Targets: targets, Version: buildVersion(), Destroy: destroy,
 	})
 	file, err := planfile.New(p, cfg, doc, absDir(in.dir), absDir(ws.statePath))
 	if err != nil {

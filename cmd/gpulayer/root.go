@@ -49,6 +49,6 @@ and the best-connected free GPUs, and launches it.`,
 	root.AddCommand(newCmdValidate(f, nil), newCmdFmt(f, nil))
 	root.AddCommand(newCmdTopo(f))
 	root.AddCommand(newCmdProbe(f, nil), newCmdSandbox(f, nil))
-	root.AddCommand(newCmdPlan(f, nil), newCmdShow(f, nil))
+	root.AddCommand(newCmdPlan(f, nil), newCmdShow(f, nil), newCmdApply(f, nil), newCmdDestroy(f, nil))
 	return root
 }

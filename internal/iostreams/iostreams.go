@@ -18,6 +18,7 @@ type IOStreams struct {
 	Out    io.Writer
 	ErrOut io.Writer
 
+	stdinTTY  bool
 	stdoutTTY bool
 	stderrTTY bool
 	noColor   bool
@@ -31,6 +32,7 @@ func System() *IOStreams {
 		In:        os.Stdin,
 		Out:       os.Stdout,
 		ErrOut:    os.Stderr,
+		stdinTTY:  isTerminal(os.Stdin),
 		stdoutTTY: isTerminal(os.Stdout),
 		stderrTTY: isTerminal(os.Stderr),
 	}
@@ -47,6 +49,13 @@ func Test() (s *IOStreams, in, out, errOut *bytes.Buffer) {
 }
 
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
+
+// IsStdinTTY reports whether stdin is a terminal: a person can answer a
+// question there.
+func (s *IOStreams) IsStdinTTY() bool { return s.stdinTTY }
+
+// SetStdinTTY lets tests pretend a person is typing.
+func (s *IOStreams) SetStdinTTY(v bool) { s.stdinTTY = v }
 
 // IsStdoutTTY reports whether stdout is a terminal.
 func (s *IOStreams) IsStdoutTTY() bool { return s.stdoutTTY }

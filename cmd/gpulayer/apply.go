@@ -1,0 +1,329 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpulayer/gpulayer/config"
+	"github.com/gpulayer/gpulayer/internal/iostreams"
+	"github.com/gpulayer/gpulayer/reconcile"
+	"github.com/gpulayer/gpulayer/reconcile/apply"
+	"github.com/gpulayer/gpulayer/reconcile/facts"
+	"github.com/gpulayer/gpulayer/reconcile/planfile"
+	"github.com/gpulayer/gpulayer/reconcile/planview"
+	"github.com/gpulayer/gpulayer/reconcile/probe"
+	"github.com/gpulayer/gpulayer/reconcile/state"
+	"github.com/gpulayer/gpulayer/ssh"
+)
+
+type applyOptions struct {
+	f            *factory
+	in           planInputs
+	planFile     string
+	autoApprove  bool
+	nodeParallel int
+	destroy      bool
+	// stdinTTY says whether a person can answer the confirmation.
+	stdinTTY bool
+}
+
+func newCmdApply(f *factory, runF func(*applyOptions) error) *cobra.Command {
+	opts := &applyOptions{f: f}
+	cmd := &cobra.Command{
+		Use:   "apply [DIR | PLANFILE]",
+		Short: "Launch, replace and stop jobs so that they match the configuration",
+		Long: `apply makes the running jobs match the configuration in DIR (default: the
+current directory). Without a plan file it plans as "gpulayer plan" does, shows
+the plan and asks for "yes" (on a terminal; elsewhere --auto-approve is
+needed). With a PLANFILE saved by "gpulayer plan --out" it carries out exactly
+that plan, and refuses it when state has changed since, or when a host it
+launches on now reports something the placement depends on differently.
+
+Each node is started detached over SSH (docs/apply.md); state is saved after
+every step, so Ctrl-C finishes the steps in flight, saves and exits, and the
+next plan continues from there.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.in.dir = "."
+			if len(args) == 1 {
+				if fi, err := os.Stat(args[0]); err == nil && fi.Mode().IsRegular() {
+					opts.planFile = args[0]
+				} else {
+					opts.in.dir = args[0]
+				}
+			}
+			opts.in.environ = os.Environ()
+			if err := opts.in.check(cmd); err != nil {
+				return err
+			}
+			if opts.planFile != "" {
+				for _, name := range []string{"var", "var-file", "target", "facts", "refresh"} {
+					if cmd.Flags().Changed(name) {
+						return fmt.Errorf("--%s cannot change a saved plan; make a new plan with it", name)
+					}
+				}
+			}
+			if opts.nodeParallel < 1 {
+				return fmt.Errorf("--parallelism must be at least 1, got %d", opts.nodeParallel)
+			}
+			opts.stdinTTY = f.IO.IsStdinTTY()
+			if runF != nil {
+				return runF(opts)
+			}
+			return applyRun(opts)
+		},
+	}
+	addPlanInputFlags(cmd, &opts.in)
+	cmd.Flags().BoolVar(&opts.autoApprove, "auto-approve", false, "apply without asking for confirmation")
+	cmd.Flags().IntVar(&opts.nodeParallel, "node-parallelism", apply.DefaultParallelism, "start or stop at most `N` nodes at once")
+	return cmd
+}
+
+func applyRun(opts *applyOptions) error {
+	io := opts.f.IO
+	ctx, stop := interruptible()
+	defer stop()
+	if opts.planFile != "" {
+		return applySaved(ctx, opts)
+	}
+	ws := newWorkspace(opts.in.dir, opts.in.statePath)
+	backend := ws.backend()
+	command := "apply"
+	if opts.destroy {
+		command = "destroy"
+	}
+	lock, err := lockState(ctx, backend, opts.in.lockTimeout, commandLine())
+	if err != nil {
+		return err
+	}
+	defer lock.Unlock()
+	opts.in.lock = false // held
+	made, err := makePlan(ctx, io, &opts.in, command, opts.destroy)
+	if err != nil {
+		return err
+	}
+	if err := planview.Text(io.Out, made.plan, planview.Options{Color: io.ColorEnabled()}); err != nil {
+		return err
+	}
+	if !made.plan.HasChanges() {
+		return nil
+	}
+	if !opts.autoApprove {
+		if err := confirm(io, opts.stdinTTY, command); err != nil {
+			return err
+		}
+	}
+	targets, err := configTargets(made.cfg)
+	if err != nil {
+		return err
+	}
+	specs := map[string]state.JobSpec{}
+	for _, j := range made.cfg.Jobs {
+		specs[j.Name] = reconcile.JobSpec(j)
+	}
+	return execute(ctx, io, opts, backend, made.state, made.plan, made.facts, targets, specs)
+}
+
+// confirm asks for "yes" on a terminal; elsewhere it refuses, since no one
+// can have read the plan.
+func confirm(io *iostreams.IOStreams, tty bool, command string) error {
+	if !tty {
+		return fmt.Errorf("%s needs confirmation and standard input is not a terminal; run with --auto-approve, or apply a saved plan", command)
+	}
+	fmt.Fprintf(io.Out, "\nDo you want to perform these actions? Only 'yes' will be accepted.\n  Enter a value: ")
+	line, err := bufio.NewReader(io.In).ReadString('\n')
+	if err != nil && line == "" {
+		return &exitError{code: 1, err: fmt.Errorf("%s cancelled", command)}
+	}
+	if strings.TrimSpace(line) != "yes" {
+		return &exitError{code: 1, err: fmt.Errorf("%s cancelled", command)}
+	}
+	return nil
+}
+
+// applySaved carries out a saved plan, or refuses it when it is stale.
+func applySaved(ctx context.Context, opts *applyOptions) error {
+	io := opts.f.IO
+	f, err := planfile.ReadFile(opts.planFile)
+	if err != nil {
+		return err
+	}
+	statePath := opts.in.statePath
+	if statePath == "" {
+		statePath = f.Config.StatePath
+	}
+	backend := newWorkspace(f.Config.Dir, statePath).backend()
+	lock, err := lockState(ctx, backend, opts.in.lockTimeout, commandLine())
+	if err != nil {
+		return err
+	}
+	defer lock.Unlock()
+	st, err := backend.Load(ctx)
+	if err != nil {
+		return err
+	}
+	if st.Lineage != f.Plan.State.Lineage || st.Serial != f.Plan.State.Serial {
+		return &exitError{code: 1, err: fmt.Errorf("saved plan is stale: it was made from state serial %d, and %s is now at serial %d%s; make a new plan",
+			f.Plan.State.Serial, backend, st.Serial, lineageNote(f.Plan.State.Lineage, st.Lineage))}
+	}
+	targets, err := snapshotTargets(&f.Config)
+	if err != nil {
+		return err
+	}
+	if touched := f.Plan.TouchedHosts(); len(touched) > 0 {
+		now := probeHosts(ctx, io, &opts.in, targets, touched, st)
+		if reasons := f.Plan.StaleReasons(f.Facts, now); len(reasons) > 0 {
+			return &exitError{code: 1, err: fmt.Errorf("saved plan is stale: %s; make a new plan", strings.Join(reasons, "; "))}
+		}
+	}
+	if err := planview.Text(io.Out, f.Plan, planview.Options{Color: io.ColorEnabled()}); err != nil {
+		return err
+	}
+	if !f.Plan.HasChanges() {
+		return nil
+	}
+	specs := map[string]state.JobSpec{}
+	for _, j := range f.Config.Jobs {
+		specs[j.Name] = j.Spec
+	}
+	return execute(ctx, io, opts, backend, st, f.Plan, f.Facts, targets, specs)
+}
+
+func lineageNote(planned, now string) string {
+	if planned != now {
+		return fmt.Sprintf(" of another lineage (%s, not %s)", now, planned)
+	}
+	return ""
+}
+
+// probeHosts probes the named hosts again, asking about the processes
+// state records there.
+func probeHosts(ctx context.Context, io *iostreams.IOStreams, in *planInputs, targets map[string]ssh.Target, hosts []string, st *state.State) *facts.Document {
+	pids := reconcile.StatePIDs(st)
+	var machines []probe.Machine
+	for _, h := range hosts {
+		if t, ok := targets[h]; ok {
+			machines = append(machines, probe.Machine{Name: h, Target: t, PIDs: pids[h]})
+		}
+	}
+	pool := ssh.NewPool(ssh.Options{Parallelism: in.parallelism})
+	defer pool.Close()
+	return probe.Fleet(ctx, pool, machines, refreshProbeOptions(io, in))
+}
+
+// execute runs a plan and reports what was done.
+func execute(ctx context.Context, io *iostreams.IOStreams, opts *applyOptions, backend state.Backend, st *state.State,
+	p *reconcile.Plan, doc *facts.Document, targets map[string]ssh.Target, specs map[string]state.JobSpec) error {
+	pool := ssh.NewPool(ssh.Options{Parallelism: opts.in.parallelism})
+	defer pool.Close()
+	fmt.Fprintln(io.Out)
+	ex := &apply.Executor{
+		Runner: pool, Backend: backend, Targets: targets, Specs: specs,
+		Opts: apply.Options{Parallelism: opts.nodeParallel, Progress: func(ev apply.Event) { writeEvent(io, ev) }},
+	}
+	res, err := ex.Apply(ctx, st, p, doc)
+	if res != nil {
+		for _, w := range res.Warnings {
+			fmt.Fprintf(io.ErrOut, "Warning: %s\n", iostreams.Sanitize(w, false))
+		}
+		for _, f := range res.Failed {
+			fmt.Fprintf(io.ErrOut, "Error: %s\n", iostreams.Sanitize(f.Error(), true))
+		}
+	}
+	if err != nil {
+		if errors.Is(err, apply.ErrInterrupted) {
+			return &exitError{code: 130, err: err}
+		}
+		return err
+	}
+	verb := "Apply"
+	if opts.destroy {
+		verb = "Destroy"
+	}
+	fmt.Fprintf(io.Out, "\n%s complete: %d launched, %d replaced, %d stopped.\n", verb, res.Launched, res.Replaced, res.Stopped)
+	if len(res.Failed) > 0 {
+		return &exitError{code: 1, err: fmt.Errorf("%d jobs failed to launch; their nodes were stopped, and the next plan replaces them", len(res.Failed))}
+	}
+	return nil
+}
+
+// writeEvent prints one step of one node: `train[1] a2: started (pid
+// 4211)`.
+func writeEvent(io *iostreams.IOStreams, ev apply.Event) {
+	line := fmt.Sprintf("%s[%d] %s: %s", ev.Job, ev.Rank, ev.Host, ev.Step)
+	if ev.Detail != "" {
+		line += " (" + ev.Detail + ")"
+	}
+	fmt.Fprintln(io.Out, iostreams.Sanitize(line, false))
+}
+
+// configTargets is how to reach each declared host.
+func configTargets(cfg *config.Config) (map[string]ssh.Target, error) {
+	machines, err := probe.Machines(cfg)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]ssh.Target, len(machines))
+	for _, m := range machines {
+		out[m.Name] = m.Target
+	}
+	return out, nil
+}
+
+// snapshotTargets is how to reach each host of a saved plan; relative
+// paths are read from the plan's configuration directory.
+func snapshotTargets(s *planfile.Snapshot) (map[string]ssh.Target, error) {
+	home, _ := os.UserHomeDir()
+	out := make(map[string]ssh.Target, len(s.Hosts))
+	for i := range s.Hosts {
+		h := &s.Hosts[i]
+		t, err := probe.Target(h.ConfigHost(), h.ConfigSSH(), s.Dir, home)
+		if err != nil {
+			return nil, fmt.Errorf("host %q: %w", h.Name, err)
+		}
+		out[h.Name] = t
+	}
+	return out, nil
+}
+
+func newCmdDestroy(f *factory, runF func(*applyOptions) error) *cobra.Command {
+	opts := &applyOptions{f: f, destroy: true}
+	cmd := &cobra.Command{
+		Use:   "destroy [DIR]",
+		Short: "Stop every job gpulayer launched from this configuration",
+		Long: `destroy stops every job that state records for the configuration in DIR
+(default: the current directory), and what is left of earlier runs: SIGTERM,
+the job's stop_timeout, SIGKILL, and a sweep for every process carrying the
+run's id. It shows what it will stop and asks for "yes" on a terminal
+(elsewhere --auto-approve is needed).`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.in.dir = "."
+			if len(args) == 1 {
+				opts.in.dir = args[0]
+			}
+			opts.in.environ = os.Environ()
+			if err := opts.in.check(cmd); err != nil {
+				return err
+			}
+			if opts.nodeParallel < 1 {
+				return fmt.Errorf("--parallelism must be at least 1, got %d", opts.nodeParallel)
+			}
+			opts.stdinTTY = f.IO.IsStdinTTY()
+			if runF != nil {
+				return runF(opts)
+			}
+			return applyRun(opts)
+		},
+	}
+	addPlanInputFlags(cmd, &opts.in)
+	cmd.Flags().BoolVar(&opts.autoApprove, "auto-approve", false, "stop without asking for confirmation")
+	cmd.Flags().IntVar(&opts.nodeParallel, "node-parallelism", apply.DefaultParallelism, "stop at most `N` nodes at once")
+	return cmd
+}

@@ -1,0 +1,362 @@
+// Package apply carries out a plan (docs/apply.md): it stops what the plan
+// stops and launches what it launches, one process per node over SSH,
+// saving state after every step, so that an interrupted or failed apply
+// loses nothing and the next plan converges from whatever was done.
+package apply
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gpulayer/gpulayer/reconcile"
+	"github.com/gpulayer/gpulayer/reconcile/facts"
+	"github.com/gpulayer/gpulayer/reconcile/launch"
+	"github.com/gpulayer/gpulayer/reconcile/probe"
+	"github.com/gpulayer/gpulayer/reconcile/state"
+	"github.com/gpulayer/gpulayer/ssh"
+)
+
+// Defaults of Options.
+const (
+	DefaultParallelism = 16
+	// DefaultConfirmAfter is how long after its start a node's process
+	// must still run to count as started: a command that fails at once
+	// (a missing script, a bad flag) fails the launch, with its log.
+	DefaultConfirmAfter = 500 * time.Millisecond
+)
+
+// Options tune an apply.
+type Options struct {
+	// Parallelism bounds the node operations (starts, stops, checks) in
+	// flight at once; 0 means DefaultParallelism.
+	Parallelism int
+	// ConfirmAfter: see DefaultConfirmAfter. 0 means the default; a
+	// negative value skips the wait (the check still runs).
+	ConfirmAfter time.Duration
+	// Progress, when set, is called for each step of each node, one call
+	// at a time.
+	Progress func(Event)
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// NewRunID makes a run id; nil means a random one.
+	NewRunID func() string
+}
+
+// Event is one step of one node, for progress output.
+type Event struct {
+	Job  string
+	Run  string
+	Rank int
+	Host string
+	// Step is one of the Step constants.
+	Step   string
+	Detail string
+}
+
+// Steps of an Event.
+const (
+	StepStopping = "stopping"
+	StepStopped  = "stopped"
+	StepStarting = "starting"
+	StepStarted  = "started"
+	StepRunning  = "running" // confirmed after ConfirmAfter
+	StepFailed   = "failed"
+)
+
+// Job is what apply needs of a job it launches.
+type Job struct {
+	Spec state.JobSpec
+}
+
+// Executor carries out plans.
+type Executor struct {
+	Runner  probe.Runner
+	Backend state.Backend
+	// Targets says how to reach each host by name.
+	Targets map[string]ssh.Target
+	// Specs are the configured jobs' specs by name: what create and
+	// replace launch.
+	Specs map[string]state.JobSpec
+	Opts  Options
+}
+
+// Result says what an apply did.
+type Result struct {
+	Launched, Replaced, Stopped int
+	// Failed are the jobs whose launch failed, with why.
+	Failed []error
+	// Warnings are problems that did not fail the apply: leftover runs on
+	// hosts that did not answer.
+	Warnings []string
+	// Interrupted says the context was cancelled: the steps in flight were
+	// finished and saved, and the rest not started.
+	Interrupted bool
+	// State is the state as saved at the end.
+	State *state.State
+}
+
+// ErrInterrupted is returned when ctx was cancelled before every step ran.
+var ErrInterrupted = errors.New("apply interrupted; what was done is saved, and the next plan continues from it")
+
+// Apply carries out p against st, which the caller loaded under the state
+// lock at the serial p was made from, and saves doc as the facts of the
+// last refresh. Cancelling ctx stops starting new steps; the steps in
+// flight finish (each bounded by its own timeout) and are saved.
+func (e *Executor) Apply(ctx context.Context, st *state.State, p *reconcile.Plan, doc *facts.Document) (*Result, error) {
+	if st.Lineage != p.State.Lineage || st.Serial != p.State.Serial {
+		return nil, fmt.Errorf("saved plan is stale: it was made from state serial %d (lineage %q), and state is now at serial %d (lineage %q); make a new plan",
+			p.State.Serial, p.State.Lineage, st.Serial, st.Lineage)
+	}
+	r := &run{e: e, res: &Result{}, sv: newSaver(e.Backend, st), sem: make(chan struct{}, e.parallelism())}
+	if doc != nil {
+		r.sv.update(func(st *state.State) { st.Facts = doc })
+	}
+	// Leftovers and the jobs the plan stops go first: their GPUs are
+	// what replacements and new jobs were placed on.
+	each(ctx, p.Leftovers, r.stopLeftover)
+	var stops []reconcile.JobChange
+	for _, c := range p.Jobs {
+		if c.StopPrior && c.Prior != nil {
+			stops = append(stops, c)
+		}
+	}
+	each(ctx, stops, r.stopJob)
+	var launches []reconcile.JobChange
+	for _, c := range p.Jobs {
+		if (c.Action == reconcile.ActionCreate || c.Action == reconcile.ActionReplace) && c.Placement != nil {
+			launches = append(launches, c)
+		}
+	}
+	each(ctx, launches, r.launchJob)
+	err := r.sv.flush()
+	r.res.State = r.sv.state()
+	if err != nil {
+		return r.res, fmt.Errorf("save state to %s: %w", e.Backend, err)
+	}
+	if ctx.Err() != nil {
+		r.res.Interrupted = true
+		return r.res, ErrInterrupted
+	}
+	return r.res, nil
+}
+
+func (e *Executor) parallelism() int {
+	if e.Opts.Parallelism > 0 {
+		return e.Opts.Parallelism
+	}
+	return DefaultParallelism
+}
+
+func (e *Executor) now() time.Time {
+	if e.Opts.Now != nil {
+		return e.Opts.Now()
+	}
+	return time.Now()
+}
+
+func (e *Executor) newRunID() string {
+	if e.Opts.NewRunID != nil {
+		return e.Opts.NewRunID()
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "r" + hex.EncodeToString(b[:])
+}
+
+// run is one apply in progress.
+type run struct {
+	e   *Executor
+	sv  *saver
+	sem chan struct{} // node operations in flight
+
+	mu  sync.Mutex // res and progress
+	res *Result
+}
+
+// each runs f for every item at once (node operations are what the
+// semaphore bounds), skipping those not started when ctx ends.
+func each[T any](ctx context.Context, items []T, f func(context.Context, T)) {
+	var wg sync.WaitGroup
+	for _, it := range items {
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(ctx, it)
+		}()
+	}
+	wg.Wait()
+}
+
+func (r *run) progress(ev Event) {
+	if r.e.Opts.Progress == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.e.Opts.Progress(ev)
+}
+
+func (r *run) warn(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.res.Warnings = append(r.res.Warnings, fmt.Sprintf(format, args...))
+}
+
+// node runs one remote script on a host, bounded by timeout and by the
+// semaphore. It runs on a context that ctx's cancellation does not reach:
+// a step that started finishes, so that what it did is known and saved.
+func (r *run) node(ctx context.Context, host, script string, timeout time.Duration) (ssh.Result, error) {
+	t, ok := r.e.Targets[host]
+	if !ok {
+		return ssh.Result{}, fmt.Errorf("host %s is not declared; gpulayer does not know how to reach it", host)
+	}
+	select {
+	case r.sem <- struct{}{}:
+	case <-ctx.Done():
+		return ssh.Result{}, ctx.Err()
+	}
+	defer func() { <-r.sem }()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	return r.e.Runner.Run(ctx, t, launch.Command, strings.NewReader(script))
+}
+
+// stopNodes stops every node of a run (those with a recorded process and,
+// by the run-id sweep, those without), all at once, and returns the nodes
+// it could not stop.
+func (r *run) stopNodes(ctx context.Context, job, runID string, nodes []state.Node, grace time.Duration) []state.Node {
+	var mu sync.Mutex
+	var failed []state.Node
+	var wg sync.WaitGroup
+	// One stop per host: the sweep finds every process of the run there.
+	seen := map[string]bool{}
+	for _, n := range nodes {
+		if seen[n.Host] {
+			continue
+		}
+		seen[n.Host] = true
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := launch.Stop{RunID: runID, Grace: grace}
+			for _, m := range nodes {
+				if m.Host == n.Host && m.Process != nil {
+					s.PID, s.StartTime = m.Process.PID, m.Process.StartTime
+				}
+			}
+			r.progress(Event{Job: job, Run: runID, Rank: n.Rank, Host: n.Host, Step: StepStopping})
+			res, err := r.node(ctx, n.Host, launch.StopScript(s), launch.StopTimeout(grace))
+			var stopped launch.Stopped
+			if err == nil {
+				stopped, err = launch.ParseStopped(res.Stdout)
+			}
+			if err == nil && stopped.Left > 0 {
+				err = fmt.Errorf("%d processes of run %s would not die", stopped.Left, runID)
+			}
+			if err != nil {
+				r.progress(Event{Job: job, Run: runID, Rank: n.Rank, Host: n.Host, Step: StepFailed, Detail: err.Error()})
+				mu.Lock()
+				for _, m := range nodes {
+					if m.Host == n.Host {
+						failed = append(failed, m)
+					}
+				}
+				mu.Unlock()
+				return
+			}
+			r.progress(Event{Job: job, Run: runID, Rank: n.Rank, Host: n.Host, Step: StepStopped,
+				Detail: fmt.Sprintf("%d signalled, %d killed", stopped.Signalled, stopped.Killed)})
+		}()
+	}
+	wg.Wait()
+	slices.SortFunc(failed, func(a, b state.Node) int { return a.Rank - b.Rank })
+	return failed
+}
+
+// stopJob stops what state records of a job and forgets it; nodes that
+// could not be stopped are kept as a leftover for the next apply.
+func (r *run) stopJob(ctx context.Context, c reconcile.JobChange) {
+	var prior state.Job
+	found := false
+	r.sv.update(func(st *state.State) {
+		if j := st.Job(c.Job); j != nil && j.RunID == c.Prior.RunID {
+			j.Status = state.JobStopping
+			prior, found = *st.Job(c.Job), true
+		}
+	})
+	if !found {
+		return
+	}
+	if err := r.sv.flush(); err != nil {
+		return
+	}
+	grace := time.Duration(prior.Spec.StopTimeout)
+	if spec, ok := r.e.Specs[c.Job]; ok {
+		grace = time.Duration(spec.StopTimeout)
+	}
+	failed := r.stopNodes(ctx, c.Job, prior.RunID, prior.Nodes, grace)
+	r.sv.update(func(st *state.State) {
+		st.RemoveJob(c.Job)
+		if len(failed) > 0 {
+			left := prior
+			left.Nodes = failed
+			st.AddLeftover(left)
+		}
+	})
+	if len(failed) > 0 {
+		r.warn("run %s of job %q could not be stopped on %s; it is kept and stopped by a later apply", prior.RunID, c.Job, hostsOf(failed))
+	}
+	if c.Action == reconcile.ActionDestroy {
+		r.mu.Lock()
+		r.res.Stopped++
+		r.mu.Unlock()
+	}
+}
+
+// stopLeftover stops what is left of a run an earlier stop could not
+// finish.
+func (r *run) stopLeftover(ctx context.Context, l reconcile.Leftover) {
+	var left state.Job
+	found := false
+	r.sv.view(func(st *state.State) {
+		for _, j := range st.Leftovers {
+			if j.Name == l.Job && j.RunID == l.RunID {
+				left, found = j, true
+			}
+		}
+	})
+	if !found || !l.Reachable {
+		return
+	}
+	failed := r.stopNodes(ctx, l.Job, l.RunID, left.Nodes, time.Duration(left.Spec.StopTimeout))
+	r.sv.update(func(st *state.State) {
+		st.RemoveLeftover(l.Job, l.RunID)
+		if len(failed) > 0 {
+			left.Nodes = failed
+			st.AddLeftover(left)
+		}
+	})
+	if len(failed) > 0 {
+		r.warn("leftover run %s of job %q still could not be stopped on %s", l.RunID, l.Job, hostsOf(failed))
+	}
+}
+
+func hostsOf(nodes []state.Node) string {
+	var hosts []string
+	for _, n := range nodes {
+		if !slices.Contains(hosts, n.Host) {
+			hosts = append(hosts, n.Host)
+		}
+	}
+	return strings.Join(hosts, ", ")
+}

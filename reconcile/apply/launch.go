@@ -1,0 +1,243 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gpulayer/gpulayer/reconcile"
+	"github.com/gpulayer/gpulayer/reconcile/launch"
+	"github.com/gpulayer/gpulayer/reconcile/state"
+)
+
+// LaunchError is a job whose launch failed: the node that failed, why, and
+// the last lines of its log when it started and then exited.
+type LaunchError struct {
+	Job     string
+	Rank    int
+	Host    string
+	Err     error
+	LogTail []string
+}
+
+func (e *LaunchError) Error() string {
+	msg := fmt.Sprintf("job %q: node %d on %s: %v", e.Job, e.Rank, e.Host, e.Err)
+	if len(e.LogTail) > 0 {
+		msg += "; the log ends with:\n  | " + strings.Join(e.LogTail, "\n  | ")
+	}
+	return msg
+}
+
+func (e *LaunchError) Unwrap() error { return e.Err }
+
+// launchJob starts every node of a job: all or nothing. The run id is
+// saved before any process starts, so that whatever happens next, the
+// run's processes can be found. When the job sets no master_port, node 0
+// starts first and picks a free port, which the other nodes then get;
+// otherwise all nodes start at once. Once all have started they are
+// checked again after ConfirmAfter; if any node failed to start or ended,
+// every node is stopped and the job recorded as failed, with the reason.
+func (r *run) launchJob(ctx context.Context, c reconcile.JobChange) {
+	spec, ok := r.e.Specs[c.Job]
+	if !ok || spec.Hash() != c.ConfigHash {
+		r.fail(&LaunchError{Job: c.Job, Rank: 0, Host: "-", Err: errors.New("its configuration is not the one the plan was made from; make a new plan")})
+		return
+	}
+	runID := r.e.newRunID()
+	job := state.Job{
+		Name: c.Job, Spec: spec, ConfigHash: c.ConfigHash, Status: state.JobLaunching, RunID: runID,
+		MasterAddr: c.Placement.Nodes[0].Address, MasterPort: spec.MasterPort, LaunchedAt: r.e.now().UTC(),
+	}
+	for _, n := range c.Placement.Nodes {
+		job.Nodes = append(job.Nodes, state.Node{
+			Rank: n.Rank, Host: n.Host, Fleet: n.Fleet, Address: n.Address, Port: n.Port,
+			GPUs: slices.Clone(n.GPUs), GPUUUIDs: slices.Clone(n.GPUUUIDs),
+			Location: state.Location{Region: n.Location.Region, Zone: n.Location.Zone, NetworkGroup: n.Location.NetworkGroup},
+		})
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	r.sv.update(func(st *state.State) { st.SetJob(job) })
+	if err := r.sv.flush(); err != nil {
+		return // the save error ends the apply
+	}
+
+	pick := job.MasterPort == 0
+	if pick {
+		job.MasterPort = launch.DefaultPort(c.Job)
+	}
+	nodeOf := func(rank int) launch.Node {
+		n := job.Nodes[rank]
+		return launch.Node{Job: c.Job, RunID: runID, Rank: n.Rank, Spec: spec, GPUs: n.GPUs, GPUUUIDs: n.GPUUUIDs,
+			MasterAddr: job.MasterAddr, MasterPort: job.MasterPort, PickPort: pick && rank == 0}
+	}
+	var failure *LaunchError
+	var mu sync.Mutex
+	start := func(rank int) {
+		n := nodeOf(rank)
+		host := job.Nodes[rank].Host
+		r.progress(Event{Job: c.Job, Run: runID, Rank: rank, Host: host, Step: StepStarting})
+		started, err := r.start(ctx, host, n)
+		if err != nil {
+			r.progress(Event{Job: c.Job, Run: runID, Rank: rank, Host: host, Step: StepFailed, Detail: err.Error()})
+			mu.Lock()
+			if failure == nil || rank < failure.Rank {
+				failure = &LaunchError{Job: c.Job, Rank: rank, Host: host, Err: err}
+			}
+			mu.Unlock()
+			return
+		}
+		proc := &state.Process{PID: started.PID, PGID: started.PID, StartTime: started.StartTime, BootID: started.BootID,
+			RunID: runID, LogPath: launch.LogPath(c.Job, runID, rank), StartedAt: r.e.now().UTC()}
+		mu.Lock()
+		job.Nodes[rank].Process = proc
+		if rank == 0 {
+			job.MasterPort = started.MasterPort
+		}
+		mu.Unlock()
+		r.sv.update(func(st *state.State) {
+			if j := st.Job(c.Job); j != nil && j.RunID == runID {
+				j.Nodes[rank].Process = proc
+				j.MasterPort = job.MasterPort
+			}
+		})
+		r.progress(Event{Job: c.Job, Run: runID, Rank: rank, Host: host, Step: StepStarted, Detail: fmt.Sprintf("pid %d", started.PID)})
+	}
+	first := 0
+	if pick {
+		start(0)
+		first = 1
+	}
+	var wg sync.WaitGroup
+	for rank := first; rank < len(job.Nodes); rank++ {
+		if ctx.Err() != nil || (pick && failure != nil) {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start(rank)
+		}()
+	}
+	wg.Wait()
+	if failure == nil && ctx.Err() != nil {
+		// Interrupted between nodes: the job stays "launching" in state,
+		// and the next plan replaces it.
+		return
+	}
+	if failure == nil {
+		failure = r.confirm(ctx, c.Job, runID, job.Nodes)
+	}
+	if failure != nil {
+		r.stopFailed(ctx, job, failure)
+		return
+	}
+	r.sv.update(func(st *state.State) {
+		if j := st.Job(c.Job); j != nil && j.RunID == runID {
+			j.Status = state.JobRunning
+		}
+	})
+	for _, n := range job.Nodes {
+		r.progress(Event{Job: c.Job, Run: runID, Rank: n.Rank, Host: n.Host, Step: StepRunning})
+	}
+	r.mu.Lock()
+	if c.Action == reconcile.ActionReplace {
+		r.res.Replaced++
+	} else {
+		r.res.Launched++
+	}
+	r.mu.Unlock()
+}
+
+// start runs a node's launch script.
+func (r *run) start(ctx context.Context, host string, n launch.Node) (launch.Started, error) {
+	res, err := r.node(ctx, host, launch.Script(n), launch.Timeout)
+	if err != nil {
+		return launch.Started{}, err
+	}
+	return launch.ParseStarted(res.Stdout)
+}
+
+// confirm waits ConfirmAfter, then checks that every node still runs; the
+// first that does not is the failure, with its exit status and log.
+func (r *run) confirm(ctx context.Context, job, runID string, nodes []state.Node) *LaunchError {
+	wait := r.e.Opts.ConfirmAfter
+	if wait == 0 {
+		wait = DefaultConfirmAfter
+	}
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+	}
+	var mu sync.Mutex
+	var failure *LaunchError
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := n.Process
+			res, err := r.node(ctx, n.Host, launch.CheckScript(job, runID, n.Rank, p.PID, p.StartTime), launch.Timeout)
+			var checked launch.Checked
+			if err == nil {
+				checked, err = launch.ParseChecked(res.Stdout)
+			}
+			var lerr *LaunchError
+			switch {
+			case err != nil:
+				lerr = &LaunchError{Job: job, Rank: n.Rank, Host: n.Host, Err: fmt.Errorf("could not check that it runs: %w", err)}
+			case !checked.Alive:
+				msg := "the process ended right after it started"
+				if checked.ExitStatus != nil {
+					msg += fmt.Sprintf(" (exit status %d)", *checked.ExitStatus)
+				}
+				lerr = &LaunchError{Job: job, Rank: n.Rank, Host: n.Host, Err: errors.New(msg), LogTail: checked.LogTail}
+			default:
+				return
+			}
+			mu.Lock()
+			if failure == nil || n.Rank < failure.Rank {
+				failure = lerr
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return failure
+}
+
+// stopFailed stops every node of a job whose launch failed and records
+// the failure; nodes that cannot be stopped are kept as a leftover.
+func (r *run) stopFailed(ctx context.Context, job state.Job, failure *LaunchError) {
+	failed := r.stopNodes(ctx, job.Name, job.RunID, job.Nodes, time.Duration(job.Spec.StopTimeout))
+	r.sv.update(func(st *state.State) {
+		if j := st.Job(job.Name); j != nil && j.RunID == job.RunID {
+			j.Status = state.JobFailed
+			j.Error = failure.Error()
+			for i := range j.Nodes {
+				j.Nodes[i].Process = nil
+			}
+		}
+		if len(failed) > 0 {
+			left := job
+			left.Nodes = failed
+			st.AddLeftover(left)
+		}
+	})
+	r.fail(failure)
+}
+
+func (r *run) fail(err *LaunchError) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.res.Failed = append(r.res.Failed, err)
+}

@@ -1,0 +1,98 @@
+package apply
+
+import (
+	"context"
+	"sync"
+
+	"github.com/gpulayer/gpulayer/reconcile/state"
+)
+
+// saver owns the state during an apply: every change goes through update,
+// and a goroutine saves the latest version whenever there is an unsaved
+// one, so that steps finishing at once (the nodes of a 64-node job) cost
+// a few saves, not one each. flush waits until everything updated so far
+// is saved; apply flushes before each step that must not be lost (a run id
+// before its processes start, a job's end before the next plan).
+type saver struct {
+	backend state.Backend
+
+	mu      sync.Mutex
+	cond    *sync.Cond
+	st      *state.State
+	serial  uint64 // the serial the backend holds now
+	version uint64 // changes made
+	saved   uint64 // changes saved
+	saving  bool
+	err     error // the first failed save; later saves are not tried
+}
+
+func newSaver(backend state.Backend, st *state.State) *saver {
+	s := &saver{backend: backend, st: st, serial: st.Serial}
+	s.cond = sync.NewCond(&s.mu)
+	return s
+}
+
+// update changes the state and has it saved soon.
+func (s *saver) update(f func(st *state.State)) {
+	s.mu.Lock()
+	f(s.st)
+	s.version++
+	if !s.saving && s.err == nil {
+		s.saving = true
+		go s.loop()
+	}
+	s.mu.Unlock()
+}
+
+// view reads the state.
+func (s *saver) view(f func(st *state.State)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f(s.st)
+}
+
+// loop saves until nothing is left unsaved. A save runs on a context of
+// its own: an interrupted apply still records what it did.
+func (s *saver) loop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.saved < s.version && s.err == nil {
+		snap, version, expected := s.st.Clone(), s.version, s.serial
+		s.mu.Unlock()
+		err := s.backend.Save(context.Background(), snap, expected)
+		s.mu.Lock()
+		if err != nil {
+			s.err = err
+			break
+		}
+		s.serial = snap.Serial
+		s.st.Serial, s.st.Lineage = snap.Serial, snap.Lineage
+		s.saved = version
+		s.cond.Broadcast()
+	}
+	s.saving = false
+	s.cond.Broadcast()
+}
+
+// flush waits until every update made so far is saved, and returns the
+// first save error.
+func (s *saver) flush() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	want := s.version
+	for s.saved < want && s.err == nil {
+		if !s.saving {
+			s.saving = true
+			go s.loop()
+		}
+		s.cond.Wait()
+	}
+	return s.err
+}
+
+// state is the state as saved last, for the caller once apply is done.
+func (s *saver) state() *state.State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.st
+}

@@ -1,0 +1,117 @@
+package reconcile
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/gpulayer/gpulayer/reconcile/facts"
+	"github.com/gpulayer/gpulayer/topology"
+)
+
+// TouchedHosts are the hosts a plan launches on: the ones whose facts a
+// saved plan's placements depend on.
+func (p *Plan) TouchedHosts() []string {
+	var hosts []string
+	for _, c := range p.Jobs {
+		if (c.Action != ActionCreate && c.Action != ActionReplace) || c.Placement == nil {
+			continue
+		}
+		for _, n := range c.Placement.Nodes {
+			if !slices.Contains(hosts, n.Host) {
+				hosts = append(hosts, n.Host)
+			}
+		}
+	}
+	slices.Sort(hosts)
+	return hosts
+}
+
+// StaleReasons compares what the hosts a saved plan launches on report now
+// with what they reported when the plan was made, and says what the plan's
+// placements depend on that changed: a host that cannot be probed, a
+// chosen GPU now used by a process the plan does not stop, other GPU
+// links, another location. An empty result means the plan still holds.
+func (p *Plan) StaleReasons(planned, now *facts.Document) []string {
+	stopped := map[string]bool{}
+	for _, c := range p.Jobs {
+		if c.StopPrior && c.Prior != nil {
+			stopped[c.Prior.RunID] = true
+		}
+	}
+	for _, l := range p.Leftovers {
+		stopped[l.RunID] = true
+	}
+	var out []string
+	checked := map[string]bool{}
+	for _, c := range p.Jobs {
+		if (c.Action != ActionCreate && c.Action != ActionReplace) || c.Placement == nil {
+			continue
+		}
+		for _, n := range c.Placement.Nodes {
+			was, is := planned.Find(n.Host), now.Find(n.Host)
+			switch {
+			case is == nil || is.Status != facts.StatusOK:
+				if !checked[n.Host] {
+					msg := "could not be probed"
+					if is != nil && is.Error != "" {
+						msg += ": " + is.Error
+					}
+					out = append(out, fmt.Sprintf("host %s %s", n.Host, msg))
+				}
+			case was == nil:
+				if !checked[n.Host] {
+					out = append(out, fmt.Sprintf("host %s was not in the plan's facts", n.Host))
+				}
+			default:
+				if !checked[n.Host] {
+					if was.Location.Region != is.Location.Region || was.Location.Zone != is.Location.Zone || was.Location.NetworkGroup != is.Location.NetworkGroup {
+						out = append(out, fmt.Sprintf("host %s now reports location %q, not %q", n.Host, locationOf(is), locationOf(was)))
+					}
+					if !sameLinks(was.Topology, is.Topology) {
+						out = append(out, fmt.Sprintf("host %s now reports other GPU links", n.Host))
+					}
+				}
+				for _, g := range n.GPUs {
+					if gpu := gpuAt(is, g); gpu == nil {
+						out = append(out, fmt.Sprintf("host %s has no GPU %d now (job %q)", n.Host, g, c.Job))
+					} else if pids := busyWith(gpu, stopped); len(pids) > 0 {
+						out = append(out, fmt.Sprintf("GPU %d of host %s, planned for job %q, is now used by pid %s", g, n.Host, c.Job, topology.FormatList(pids)))
+					}
+				}
+			}
+			checked[n.Host] = true
+		}
+	}
+	return out
+}
+
+func locationOf(h *facts.Host) string {
+	return topology.Location{Region: h.Location.Region, Zone: h.Location.Zone, NetworkGroup: h.Location.NetworkGroup}.String()
+}
+
+// busyWith are the pids on a GPU that the plan does not stop.
+func busyWith(g *facts.GPU, stopped map[string]bool) []int {
+	var pids []int
+	for _, pr := range g.Processes {
+		if pr.RunID == "" || !stopped[pr.RunID] {
+			pids = append(pids, pr.PID)
+		}
+	}
+	slices.Sort(pids)
+	return slices.Compact(pids)
+}
+
+func sameLinks(a, b *topology.Matrix) bool {
+	if a.GPUs() != b.GPUs() {
+		return false
+	}
+	if a == nil {
+		return true
+	}
+	for i := range a.Links {
+		if !slices.Equal(a.Links[i], b.Links[i]) {
+			return false
+		}
+	}
+	return true
+}
