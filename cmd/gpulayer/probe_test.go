@@ -120,7 +120,10 @@ fleet "f" {
 }
 
 func TestProbeRejectsBadInput(t *testing.T) {
-	noHosts := t.TempDir()
+	noHosts, shared := t.TempDir(), t.TempDir()
+	if err := os.Chmod(shared, 0o777); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(filepath.Join(noHosts, "main.hcl"), []byte("ssh \"s\" {}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -135,6 +138,7 @@ func TestProbeRejectsBadInput(t *testing.T) {
 		{[]string{"probe", t.TempDir()}, "No configuration files"},
 		{[]string{"sandbox", "--hosts", "0"}, "--hosts must be from 1"},
 		{[]string{"sandbox", "--once", "--dir", t.TempDir(), "--shell", "sh"}, "absolute path of a POSIX shell"},
+		{[]string{"sandbox", "--once", "--dir", shared}, "sandbox: " + shared + " can be written by its group or others (mode 0777)"},
 	}
 	for _, c := range cases {
 		io, _, _, errOut := iostreams.Test()

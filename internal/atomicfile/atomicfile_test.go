@@ -6,13 +6,22 @@ import (
 	"testing"
 )
 
+// writes are the two ways to write a file, tested alike.
+var writes = map[string]func(string, []byte, os.FileMode) error{"Write": Write, "Replace": Replace}
+
 func TestWriteReplacesTheFileWithTheGivenMode(t *testing.T) {
+	for name, write := range writes {
+		t.Run(name, func(t *testing.T) { testWriteReplacesTheFile(t, write) })
+	}
+}
+
+func testWriteReplacesTheFile(t *testing.T, write func(string, []byte, os.FileMode) error) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "f")
 	if err := os.WriteFile(path, []byte("old"), 0o666); err != nil {
 		t.Fatal(err)
 	}
-	if err := Write(path, []byte("new"), 0o600); err != nil {
+	if err := write(path, []byte("new"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(path)
@@ -27,6 +36,12 @@ func TestWriteReplacesTheFileWithTheGivenMode(t *testing.T) {
 }
 
 func TestWriteReplacesALinkRatherThanFollowIt(t *testing.T) {
+	for name, write := range writes {
+		t.Run(name, func(t *testing.T) { testWriteReplacesALink(t, write) })
+	}
+}
+
+func testWriteReplacesALink(t *testing.T, write func(string, []byte, os.FileMode) error) {
 	dir := t.TempDir()
 	victim := filepath.Join(dir, "victim")
 	if err := os.WriteFile(victim, []byte("keep"), 0o644); err != nil {
@@ -36,7 +51,7 @@ func TestWriteReplacesALinkRatherThanFollowIt(t *testing.T) {
 	if err := os.Symlink(victim, path); err != nil {
 		t.Fatal(err)
 	}
-	if err := Write(path, []byte("new"), 0o644); err != nil {
+	if err := write(path, []byte("new"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(victim); string(b) != "keep" {
