@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpulayer/gpulayer/config"
+	"github.com/gpulayer/gpulayer/internal/atomicfile"
 	"github.com/gpulayer/gpulayer/internal/iostreams"
 	"github.com/gpulayer/gpulayer/reconcile/facts"
 	"github.com/gpulayer/gpulayer/reconcile/factsview"
@@ -56,6 +57,11 @@ invalid or some host could not be probed.`,
 			if opts.parallelism < 1 {
 				return fmt.Errorf("--parallelism must be at least 1, got %d", opts.parallelism)
 			}
+			if opts.timeout <= 0 {
+				// probe.Options reads 0 as its default; a flag that says
+				// 0 or less is a mistake, not a request for 90 s.
+				return fmt.Errorf("--timeout must be more than 0, got %s", opts.timeout)
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -97,7 +103,10 @@ func probeRun(opts *probeOptions) error {
 // probeMachines probes machines through one SSH pool, with progress on
 // stderr when it is a terminal. gpulayer sandbox --once uses it too.
 func probeMachines(ctx context.Context, io *iostreams.IOStreams, machines []probe.Machine, parallelism int, timeout time.Duration) *facts.Document {
-	pool := ssh.NewPool(ssh.Options{Parallelism: parallelism})
+	// A probe prints about 10 KB: the pool keeps no more of a host's
+	// output than the probe may print, so 64 hosts at once cannot hold
+	// gigabytes (docs/facts.md, Limits).
+	pool := ssh.NewPool(ssh.Options{Parallelism: parallelism, MaxOutputBytes: facts.MaxOutputBytes})
 	defer pool.Close()
 	popts := probe.Options{Parallelism: parallelism, Timeout: timeout}
 	if io.IsStderrTTY() {
@@ -141,30 +150,24 @@ func reportFacts(io *iostreams.IOStreams, doc *facts.Document, out string, asJSO
 	return nil
 }
 
-// writeFactsFile writes doc as indented JSON through a temporary file and a
-// rename, so a reader never sees half a document.
+// writeFactsFile writes doc as indented JSON, atomically, so a reader never
+// sees half a document. When path is a symbolic link, the file it points
+// to is replaced and the link kept, as a shell's > would.
 func writeFactsFile(path string, doc *facts.Document) error {
 	b, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("--out: %w", err)
+	target := path
+	if st, err := os.Lstat(path); err == nil && st.Mode()&os.ModeSymlink != 0 {
+		if target, err = filepath.EvalSymlinks(path); err != nil {
+			return fmt.Errorf("--out %s: a symbolic link to a file that cannot be reached: %w", path, err)
+		}
 	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
-		tmp.Close()
-		return fmt.Errorf("--out %s: %w", path, err)
+	if st, err := os.Stat(target); err == nil && !st.Mode().IsRegular() {
+		return fmt.Errorf("--out %s: not a regular file", path)
 	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return fmt.Errorf("--out %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("--out %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err := atomicfile.Write(target, append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("--out %s: %w", path, err)
 	}
 	return nil

@@ -120,7 +120,10 @@ fleet "f" {
 }
 
 func TestProbeRejectsBadInput(t *testing.T) {
-	noHosts := t.TempDir()
+	noHosts, shared := t.TempDir(), t.TempDir()
+	if err := os.Chmod(shared, 0o777); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(filepath.Join(noHosts, "main.hcl"), []byte("ssh \"s\" {}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -129,10 +132,13 @@ func TestProbeRejectsBadInput(t *testing.T) {
 		want string
 	}{
 		{[]string{"probe", "--parallelism", "0", t.TempDir()}, "--parallelism must be at least 1"},
+		{[]string{"probe", "--timeout", "0", t.TempDir()}, "--timeout must be more than 0, got 0s"},
+		{[]string{"probe", "--timeout", "-5s", t.TempDir()}, "--timeout must be more than 0, got -5s"},
 		{[]string{"probe", noHosts}, "declares no hosts"},
 		{[]string{"probe", t.TempDir()}, "No configuration files"},
 		{[]string{"sandbox", "--hosts", "0"}, "--hosts must be from 1"},
 		{[]string{"sandbox", "--once", "--dir", t.TempDir(), "--shell", "sh"}, "absolute path of a POSIX shell"},
+		{[]string{"sandbox", "--once", "--dir", shared}, "sandbox: " + shared + " can be written by its group or others (mode 0777)"},
 	}
 	for _, c := range cases {
 		io, _, _, errOut := iostreams.Test()
@@ -171,5 +177,66 @@ func TestProbeShowsProgressOnlyOnATerminal(t *testing.T) {
 	}
 	if !strings.Contains(errOut.String(), "probing: 2/2 hosts") {
 		t.Fatalf("no progress on a terminal stderr: %q", errOut.String())
+	}
+}
+
+func TestProbeOutWritesThroughASymbolicLink(t *testing.T) {
+	sb := startProbeSandbox(t, 1)
+	dir := t.TempDir()
+	target, link := filepath.Join(dir, "facts-2026.json"), filepath.Join(dir, "facts.json")
+	if err := os.WriteFile(target, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("facts-2026.json", link); err != nil {
+		t.Fatal(err)
+	}
+	io, _, _, errOut := iostreams.Test()
+	if code := run([]string{"probe", sb.Dir, "--out", link}, io); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	if st, err := os.Lstat(link); err != nil || st.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("--out replaced the link: %v %v", st.Mode(), err)
+	}
+	var doc facts.Document
+	if b, err := os.ReadFile(target); err != nil || json.Unmarshal(b, &doc) != nil || len(doc.Hosts) != 1 {
+		t.Fatalf("the link's target holds %q: %v", b, err)
+	}
+
+	dangling := filepath.Join(dir, "dangling.json")
+	if err := os.Symlink(filepath.Join(dir, "no", "such.json"), dangling); err != nil {
+		t.Fatal(err)
+	}
+	io, _, _, errOut = iostreams.Test()
+	if code := run([]string{"probe", sb.Dir, "--out", dangling}, io); code != 1 || !strings.Contains(errOut.String(), "--out "+dangling+": a symbolic link to a file that cannot be reached") {
+		t.Fatalf("exit %d, stderr %q", code, errOut.String())
+	}
+}
+
+// A machine whose nvidia-smi topo -m prints 2 MiB is failed for it, and
+// the others are probed.
+func TestProbeFailsAHostThatPrintsMoreThanAProbeMay(t *testing.T) {
+	sb := startProbeSandbox(t, 2)
+	m := sb.Machines[0]
+	huge := m.Model.Topology() + strings.Repeat("GPU9\tSYS\n", 2<<20/9)
+	if err := os.WriteFile(filepath.Join(m.Dir, "topo.txt"), []byte(huge), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	io, _, out, errOut := iostreams.Test()
+	if code := run([]string{"probe", sb.Dir, "--json"}, io); code != 1 {
+		t.Fatalf("exit %d, want 1: %s", code, errOut.String())
+	}
+	var doc facts.Document
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	h := doc.Find(m.Name)
+	// The second part is the pool's: it kept no more than that, rather
+	// than the 64 MiB a pool keeps by default.
+	if h.Status != facts.StatusFailed || !strings.Contains(h.Error, "the probe's stdout reached 1048576 bytes") ||
+		!strings.Contains(h.Error, "more than 1048576 bytes to stdout") || len(h.GPUs) != 0 {
+		t.Errorf("%s: status %q error %q, %d GPUs", m.Name, h.Status, h.Error, len(h.GPUs))
+	}
+	if other := doc.Find(sb.Machines[1].Name); other.Status != facts.StatusOK {
+		t.Errorf("%s: %s %s", other.Name, other.Status, other.Error)
 	}
 }

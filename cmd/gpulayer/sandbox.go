@@ -39,7 +39,9 @@ launched on a machine are real local processes; the GPUs they name in
 CUDA_VISIBLE_DEVICES show as busy.
 
 It writes into --dir a configuration (sandbox.hcl), a known_hosts file and a
-client key, prints how to use them, and runs until interrupted.
+client key, prints how to use them, and runs until interrupted. --dir must be
+the current user's own and writable by no one else: the machines run its
+programs as this user.
 
 Each machine runs its commands with a shell interpreted inside this process
 (--shell in-process, the default), so a fleet of hundreds answers without a
@@ -83,7 +85,11 @@ func sandboxRun(opts *sandboxOptions) (err error) {
 		defer os.RemoveAll(tmp)
 		dir = tmp
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// SIGHUP too (the terminal closed, the ssh session to this computer
+	// dropped): its default would end the process with the servers, the
+	// launched processes and the temporary directory with its private key
+	// left behind.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 
 	sb, err := sandbox.Start(sandbox.Options{Hosts: opts.hosts, Dir: dir, Shell: opts.shell})

@@ -110,10 +110,8 @@ func Start(opts Options) (_ *Sandbox, err error) {
 			_ = s.Close()
 		}
 	}()
-	for _, d := range []string{dir, filepath.Join(dir, "bin"), filepath.Join(dir, "machines")} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, fmt.Errorf("sandbox: %w", err)
-		}
+	if err := ownDirs(dir); err != nil {
+		return nil, err
 	}
 	// Always rewritten, so a directory of an older sandbox gets this
 	// version's scripts.
@@ -145,15 +143,22 @@ func Start(opts Options) (_ *Sandbox, err error) {
 		if err != nil {
 			return nil, err
 		}
+		l, err := listen()
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: machine %s: %w", m.Name, err)
+		}
 		srv, err := sshtest.Start(sshtest.Options{
 			HostKey:        hostKey,
 			AuthorizedKeys: []gossh.PublicKey{client},
 			Env:            env,
+			EnvOnly:        true,
 			Dir:            filepath.Join(m.Dir, "home"),
 			Shell:          loginShell,
 			Runner:         runner,
+			Listener:       l,
 		})
 		if err != nil {
+			l.Close()
 			return nil, fmt.Errorf("sandbox: machine %s: %w", m.Name, err)
 		}
 		s.servers = append(s.servers, srv)
@@ -163,28 +168,28 @@ func Start(opts Options) (_ *Sandbox, err error) {
 		known.WriteByte('\n')
 		s.Machines = append(s.Machines, m)
 	}
-	if err := os.WriteFile(s.KnownHostsPath(), []byte(known.String()), 0o644); err != nil {
-		return nil, fmt.Errorf("sandbox: %w", err)
+	if err := writeFile(s.KnownHostsPath(), []byte(known.String()), 0o644); err != nil {
+		return nil, err
 	}
-	if err := os.WriteFile(s.ConfigPath(), Config(s), 0o644); err != nil {
-		return nil, fmt.Errorf("sandbox: %w", err)
+	if err := writeFile(s.ConfigPath(), Config(s), 0o644); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
 
 // Prepare writes the files of machine i of an n-machine sandbox in dir (the
 // shared bin/ with the fake nvidia-smi, python3 and login shell, and
-// machines/NAME/) and returns the machine and the variables its sessions
-// need in their environment. Start serves each machine with an in-process
-// SSH server; a test can serve one with OpenSSH's sshd instead (SetEnv).
+// machines/NAME/) and returns the machine and its sessions' whole
+// environment. Start serves each machine with an in-process SSH server; a
+// test can serve one with OpenSSH's sshd instead (SetEnv). dir, and bin/
+// and machines/ in it, must be the current user's and writable by no one
+// else (they are created so when missing).
 func Prepare(dir string, i, n int) (Machine, []string, error) {
+	if err := ownDirs(dir); err != nil {
+		return Machine{}, nil, err
+	}
 	bin := filepath.Join(dir, "bin")
-	if _, err := os.Stat(filepath.Join(bin, "sandbox-shell")); err != nil {
-		for _, d := range []string{bin, filepath.Join(dir, "machines")} {
-			if err := os.MkdirAll(d, 0o755); err != nil {
-				return Machine{}, nil, fmt.Errorf("sandbox: %w", err)
-			}
-		}
+	if _, err := os.Lstat(filepath.Join(bin, "sandbox-shell")); err != nil {
 		if err := writeScripts(bin); err != nil {
 			return Machine{}, nil, err
 		}
@@ -265,8 +270,10 @@ func gpuUUID(name string, g int) string {
 func PCIBusID(g int) string { return fmt.Sprintf("00000000:%02X:00.0", 0x07+g*0x10) }
 
 func writeMachine(m *Machine) error {
-	if err := os.MkdirAll(filepath.Join(m.Dir, "home"), 0o755); err != nil {
-		return fmt.Errorf("sandbox: %w", err)
+	for _, d := range []string{m.Dir, filepath.Join(m.Dir, "home")} {
+		if err := ownDir(d); err != nil {
+			return err
+		}
 	}
 	// A machine that ran GPU processes before is idle again.
 	_ = os.Remove(filepath.Join(m.Dir, launchedFile))
@@ -276,8 +283,8 @@ func writeMachine(m *Machine) error {
 	}
 	files := map[string]string{gpusFile: gpus.String(), topoFile: m.Model.Topology()}
 	for name, text := range files {
-		if err := os.WriteFile(filepath.Join(m.Dir, name), []byte(text), 0o644); err != nil {
-			return fmt.Errorf("sandbox: machine %s: %w", m.Name, err)
+		if err := writeRecord(filepath.Join(m.Dir, name), []byte(text), 0o644); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -290,10 +297,7 @@ func setInterpreter(path, shell string) error {
 		return fmt.Errorf("sandbox: %w", err)
 	}
 	_, rest, _ := strings.Cut(string(b), "\n")
-	if err := os.WriteFile(path, []byte("#!"+shell+"\n"+rest), 0o755); err != nil {
-		return fmt.Errorf("sandbox: %w", err)
-	}
-	return nil
+	return writeFile(path, []byte("#!"+shell+"\n"+rest), 0o755)
 }
 
 // writeScripts writes the machines' programs into bin: the sh scripts and
@@ -304,21 +308,29 @@ func writeScripts(bin string) error {
 		if err != nil {
 			return fmt.Errorf("sandbox: %w", err)
 		}
-		if err := os.WriteFile(filepath.Join(bin, name), b, 0o755); err != nil {
-			return fmt.Errorf("sandbox: %w", err)
+		if err := writeFile(filepath.Join(bin, name), b, 0o755); err != nil {
+			return err
 		}
 	}
 	return writeToolShims(bin)
 }
 
-// baseEnv is the environment every machine's sessions start with: the
-// sandbox's bin first on PATH, and the real python3 for the python3 shim.
+// baseEnv is the environment every machine's sessions start with, and all
+// of it but HOME and the machine's own variables: the sandbox's bin first
+// on PATH, the login shell, the user, and the real python3 for the python3
+// shim. Nothing else of the sandbox's environment reaches a machine, as
+// sshd passes none of its own: not the SSH agent's socket, not the secrets
+// of whoever started it.
 func baseEnv(bin string) []string {
 	path := os.Getenv("PATH")
 	if path == "" {
 		path = "/usr/local/bin:/usr/bin:/bin"
 	}
-	env := []string{"PATH=" + bin + string(os.PathListSeparator) + path, "LANG=C.UTF-8"}
+	env := []string{
+		"PATH=" + bin + string(os.PathListSeparator) + path,
+		"SHELL=" + filepath.Join(bin, "sandbox-shell"),
+		"LANG=C.UTF-8",
+	}
 	if py, err := exec.LookPath("python3"); err == nil {
 		env = append(env, "GPULAYER_SANDBOX_PYTHON3="+py)
 	}
@@ -347,18 +359,18 @@ func writeClientKey(path string) (gossh.PublicKey, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: client key: %w", err)
 	}
-	// Remove first: WriteFile keeps the mode of an existing file.
-	_ = os.Remove(path)
-	if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
-		return nil, fmt.Errorf("sandbox: %w", err)
+	// A new file, 0600 from the start (a replaced file's mode is not
+	// kept).
+	if err := writeFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
+		return nil, err
 	}
 	sshPub, err := gossh.NewPublicKey(pub)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: client key: %w", err)
 	}
 	line := strings.TrimSpace(string(gossh.MarshalAuthorizedKey(sshPub))) + " gpulayer sandbox\n"
-	if err := os.WriteFile(path+".pub", []byte(line), 0o644); err != nil {
-		return nil, fmt.Errorf("sandbox: %w", err)
+	if err := writeFile(path+".pub", []byte(line), 0o644); err != nil {
+		return nil, err
 	}
 	return sshPub, nil
 }

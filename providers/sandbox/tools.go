@@ -74,8 +74,8 @@ func writeToolShims(bin string) error {
 		return fmt.Errorf("sandbox: finding this program for the machines' nvidia-smi: %w", err)
 	}
 	for name := range tools {
-		if err := os.WriteFile(filepath.Join(bin, name), toolShim(name, exe), 0o755); err != nil {
-			return fmt.Errorf("sandbox: %w", err)
+		if err := writeFile(filepath.Join(bin, name), toolShim(name, exe), 0o755); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -38,8 +38,23 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, output []byte) {
 		h := facts.Parse(output, fuzzNonce)
-		if h.Status != facts.StatusOK {
+		switch {
+		case h.Status == facts.StatusFailed && !startsALine(output, "==gpulayer:"+fuzzNonce+":begin:") &&
+			!startsALine(output, "==gpulayer:"+fuzzNonce+":done"):
+			// Output with none of the script's sections is no probe.
+			if h.Error == "" || len(h.GPUs) != 0 {
+				t.Fatalf("failed without an error, or with GPUs: %q %v", h.Error, h.GPUs)
+			}
+		case h.Status != facts.StatusOK:
 			t.Fatalf("status %q: Parse reports what it could not read as warnings", h.Status)
+		}
+		if len(h.Warnings) > facts.MaxWarnings+1 || len(h.GPUs) > facts.MaxGPUs {
+			t.Fatalf("%d warnings and %d GPUs kept, more than the limits", len(h.Warnings), len(h.GPUs))
+		}
+		for _, g := range h.GPUs {
+			if len(g.Name) > facts.MaxFieldBytes || len(g.UUID) > facts.MaxFieldBytes {
+				t.Fatalf("GPU %d: a field longer than %d bytes", g.Index, facts.MaxFieldBytes)
+			}
 		}
 		var free []int
 		for i, g := range h.GPUs {
@@ -67,4 +82,9 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// startsALine reports whether a line of text starts with prefix.
+func startsALine(text []byte, prefix string) bool {
+	return bytes.HasPrefix(text, []byte(prefix)) || bytes.Contains(text, []byte("\n"+prefix))
 }

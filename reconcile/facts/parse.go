@@ -40,14 +40,30 @@ type section struct {
 // Parse reads the output of the probe script run with nonce and returns
 // the host as the machine describes itself: hostname, kernel, GPUs and so
 // on, Status ok, and a warning for every section that is missing, failed or
-// could not be read. It never fails: a machine that prints garbage gets a
-// Host full of warnings. Location holds only the GCE metadata claim, when
+// could not be read. A machine that prints garbage gets a Host full of
+// warnings; only output with none of the script's sections, which no run
+// of the script prints, is StatusFailed. What is kept is bounded by the
+// limits of limits.go. Location holds only the GCE metadata claim, when
 // there is one; the caller merges it with the configuration's
 // (ResolveLocation). Name, Address and ProbedAt are the caller's to set.
 func Parse(output []byte, nonce string) Host {
 	h := Host{Status: StatusOK, GPUs: []GPU{}, FreeGPUs: []int{}}
+	if len(output) > MaxOutputBytes {
+		h.warn("the probe's output is %d bytes, more than %d: only the first %d are read", len(output), MaxOutputBytes, MaxOutputBytes)
+		output = output[:MaxOutputBytes]
+	}
 	secs, done, warns := splitSections(string(output), nonce)
-	h.Warnings = append(h.Warnings, warns...)
+	if len(secs) == 0 && !done {
+		// The script always prints its sections, even on a machine where
+		// every command fails: this was not the script running (a forced
+		// command, a shell that is not sh, a login banner and exit).
+		h.Status = StatusFailed
+		h.Error = "the probe's output has none of its sections" + quoteStart(output)
+		return h
+	}
+	for _, w := range warns {
+		h.warn("%s", w)
+	}
 	if !done {
 		h.warn("the probe's output ended before its end marker: facts may be incomplete")
 	}
@@ -60,19 +76,19 @@ func Parse(output []byte, nonce string) Host {
 	}
 
 	if s, ok := need(sectionHostname); ok {
-		h.Hostname = firstLine(s.text)
+		h.Hostname = h.field("hostname", firstLine(s.text))
 	}
 	if s, ok := need(sectionUname); ok {
 		f := strings.Fields(s.text)
 		if s.exit != 0 || len(f) < 3 {
 			h.warn("uname -srm: unexpected output %q (exit %d)", clip(s.text), s.exit)
 		} else {
-			h.Kernel = strings.Join(f[:len(f)-1], " ")
-			h.Arch = f[len(f)-1]
+			h.Kernel = h.field("kernel", strings.Join(f[:len(f)-1], " "))
+			h.Arch = h.field("arch", f[len(f)-1])
 		}
 	}
 	if s, ok := need(sectionProductName); ok {
-		h.ProductName = firstLine(s.text)
+		h.ProductName = h.field("product name", firstLine(s.text))
 	}
 	h.parseGCEZone(secs)
 	if s, ok := need(sectionTorch); ok {
@@ -95,13 +111,30 @@ func Parse(output []byte, nonce string) Host {
 		h.parsePIDs(s)
 	}
 	if s, ok := need(sectionBootID); ok {
-		h.BootID = firstLine(s.text)
+		h.BootID = h.field("boot id", firstLine(s.text))
 	}
 	return h
 }
 
+// warn adds a warning, up to MaxWarnings and one that says more were
+// dropped, so that a machine printing a million bad lines costs a hundred.
 func (h *Host) warn(format string, args ...any) {
-	h.Warnings = append(h.Warnings, fmt.Sprintf(format, args...))
+	switch {
+	case len(h.Warnings) < MaxWarnings:
+		h.Warnings = append(h.Warnings, fmt.Sprintf(format, args...))
+	case len(h.Warnings) == MaxWarnings:
+		h.Warnings = append(h.Warnings, warningsDropped)
+	}
+}
+
+// quoteStart is ": it printed \"...\"" with the start of output, or
+// ": it printed nothing", for an error.
+func quoteStart(output []byte) string {
+	s := firstLine(string(output[:min(len(output), 1024)]))
+	if s == "" {
+		return ": it printed nothing"
+	}
+	return fmt.Sprintf(": it printed %q", clip(s))
 }
 
 // splitSections cuts output into its framed sections. done reports whether
@@ -125,7 +158,9 @@ func splitSections(out, nonce string) (secs map[string]section, done bool, warns
 		}
 		name, ok := strings.CutPrefix(line, begin)
 		if !ok {
-			warns = append(warns, fmt.Sprintf("unexpected frame line %q in the probe's output", clip(line)))
+			if len(warns) <= MaxWarnings {
+				warns = append(warns, fmt.Sprintf("unexpected frame line %q in the probe's output", clip(line)))
+			}
 			rest = after
 			continue
 		}
@@ -135,7 +170,7 @@ func splitSections(out, nonce string) (secs map[string]section, done bool, warns
 			// Cut off: keep what arrived, so a half-printed matrix is
 			// still reported, and say so.
 			secs[name] = section{text: after, exit: -1}
-			warns = append(warns, fmt.Sprintf("section %s was cut off", name))
+			warns = append(warns, fmt.Sprintf("section %s was cut off", clip(name)))
 			return secs, false, warns
 		}
 		status, next, _ := strings.Cut(after[j+len(end):], "\n")
@@ -144,7 +179,9 @@ func splitSections(out, nonce string) (secs map[string]section, done bool, warns
 			exit = -1
 		}
 		if _, dup := secs[name]; dup {
-			warns = append(warns, fmt.Sprintf("section %s appears twice; the first is used", name))
+			if len(warns) <= MaxWarnings {
+				warns = append(warns, fmt.Sprintf("section %s appears twice; the first is used", clip(name)))
+			}
 		} else {
 			secs[name] = section{text: after[:j], exit: exit, complete: true}
 		}
@@ -175,7 +212,7 @@ func (h *Host) parseGCEZone(secs map[string]section) {
 		}
 		return
 	}
-	v := firstLine(s.text)
+	v := h.field("GCE metadata zone", firstLine(s.text))
 	if s.exit != 0 || v == "" {
 		h.warn("GCE metadata server: no zone (exit %d)", s.exit)
 		return
@@ -193,7 +230,7 @@ func (h *Host) parseGCEZone(secs map[string]section) {
 func (h *Host) parseTorch(s section) {
 	switch s.exit {
 	case 0:
-		h.TorchVersion = firstLine(s.text)
+		h.TorchVersion = h.field("torch version", firstLine(s.text))
 	case exitNotFound:
 		h.warn("python3 not found: torch version unknown")
 	case exitNoTorch:
@@ -220,7 +257,7 @@ func (h *Host) parseGPUs(s section) bool {
 		return false
 	}
 	driver := ""
-	for n, line := range lines(s.text) {
+	for n, line := range h.rows(s.text, "nvidia-smi --query-gpu", MaxGPUs) {
 		// index, uuid, name, pci.bus_id, memory.total, memory.used,
 		// driver_version; a name may itself hold commas.
 		f := splitCSV(line)
@@ -236,15 +273,15 @@ func (h *Host) parseGPUs(s section) bool {
 		}
 		g := GPU{
 			Index:          idx,
-			UUID:           f[1],
-			Name:           strings.Join(f[2:k-4], ", "),
-			PCIBusID:       f[k-4],
+			UUID:           h.field(fmt.Sprintf("GPU %d uuid", idx), f[1]),
+			Name:           h.field(fmt.Sprintf("GPU %d name", idx), strings.Join(f[2:k-4], ", ")),
+			PCIBusID:       h.field(fmt.Sprintf("GPU %d pci.bus_id", idx), f[k-4]),
 			MemoryTotalMiB: h.mib(f[k-3], "memory.total", n+1),
 			MemoryUsedMiB:  h.mib(f[k-2], "memory.used", n+1),
 			Processes:      []Process{},
 		}
 		if driver == "" {
-			driver = f[k-1]
+			driver = h.field("driver_version", f[k-1])
 		}
 		h.GPUs = append(h.GPUs, g)
 	}
@@ -263,7 +300,7 @@ func (h *Host) parseComputeApps(s section) {
 		h.warn("nvidia-smi --query-compute-apps failed (exit %d): busy GPUs unknown", s.exit)
 		return
 	}
-	for n, line := range lines(s.text) {
+	for n, line := range h.rows(s.text, "nvidia-smi --query-compute-apps", MaxProcesses) {
 		f := splitCSV(line)
 		if len(f) != 3 {
 			h.warn("nvidia-smi --query-compute-apps line %d: want 3 fields, got %d: %q", n+1, len(f), clip(line))
@@ -309,7 +346,7 @@ func (h *Host) parseTopology(s section) {
 }
 
 func (h *Host) parsePIDs(s section) {
-	for n, line := range lines(s.text) {
+	for n, line := range h.rows(s.text, "pids", MaxPIDRows) {
 		pidText, stat, _ := strings.Cut(line, " ")
 		pid, err := strconv.Atoi(pidText)
 		if err != nil || pid <= 0 {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -255,6 +256,81 @@ func TestResolveLocationFollowsTrust(t *testing.T) {
 	for _, c := range cases {
 		if got := ResolveLocation(c.claims...); got != c.want {
 			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestParseCutsFieldsLongerThanTheLimit(t *testing.T) {
+	long := strings.Repeat("é", 200_000) // 400 KB, two bytes a rune
+	frames := dgxA100(t)
+	frames[0].text = long + "\n"
+	frames[4].text = "0, GPU-a100-0, " + long + ", 00000000:07:00.0, 81920, 0, 525.105.17\n"
+	frames[5].text = ""
+	h := Parse(output(testNonce, true, frames...), testNonce)
+	for _, c := range []struct{ field, got string }{{"hostname", h.Hostname}, {"GPU 0 name", h.GPUs[0].Name}} {
+		if len(c.got) > MaxFieldBytes || !strings.HasSuffix(c.got, "é…") {
+			t.Errorf("%s is %d bytes ending %q; want at most %d ending in é…", c.field, len(c.got), c.got[max(0, len(c.got)-8):], MaxFieldBytes)
+		}
+		want := fmt.Sprintf("%s is %d bytes long: cut to %d", c.field, len(long), MaxFieldBytes)
+		if !slices.Contains(h.Warnings, want) {
+			t.Errorf("warnings %q lack %q", h.Warnings, want)
+		}
+	}
+}
+
+func TestParseReadsAtMostMaxGPUsRows(t *testing.T) {
+	// As many rows as fit in MaxOutputBytes.
+	var rows strings.Builder
+	for i := range 50_000 {
+		fmt.Fprintf(&rows, "%d,U%d,A,B,1,0,D\n", i%MaxGPUs, i)
+	}
+	frames := dgxA100(t)
+	frames[4].text = rows.String()
+	frames[5].text = ""
+	h := Parse(output(testNonce, true, frames...), testNonce)
+	if len(h.GPUs) != MaxGPUs {
+		t.Errorf("%d GPUs kept, want %d", len(h.GPUs), MaxGPUs)
+	}
+	want := fmt.Sprintf("nvidia-smi --query-gpu: 50000 rows, more than the %d gpulayer reads; the rest are ignored", MaxGPUs)
+	if !slices.Contains(h.Warnings, want) {
+		t.Errorf("warnings %q lack %q", h.Warnings, want)
+	}
+}
+
+func TestParseKeepsAtMostMaxWarnings(t *testing.T) {
+	frames := dgxA100(t)
+	frames[4].text = strings.Repeat("x\n", 60) // 60 short rows
+	frames[5].text = strings.Repeat("GPU-nope, 1, 1\n", 1000)
+	frames[7].text = strings.Repeat("nan -\n", 1000)
+	h := Parse(output(testNonce, true, frames...), testNonce)
+	if len(h.Warnings) != MaxWarnings+1 || h.Warnings[MaxWarnings] != warningsDropped {
+		t.Fatalf("%d warnings, the last %q; want %d and %q", len(h.Warnings), h.Warnings[len(h.Warnings)-1], MaxWarnings+1, warningsDropped)
+	}
+}
+
+func TestParseReadsNoMoreThanMaxOutputBytes(t *testing.T) {
+	frames := dgxA100(t)
+	frames[7].text = strings.Repeat(" \n", MaxOutputBytes/2)
+	out := output(testNonce, true, frames...)
+	h := Parse(out, testNonce)
+	want := fmt.Sprintf("the probe's output is %d bytes, more than %d: only the first %d are read", len(out), MaxOutputBytes, MaxOutputBytes)
+	if !slices.Contains(h.Warnings, want) || !slices.Contains(h.Warnings, "section boot_id is missing from the probe's output") {
+		t.Fatalf("warnings %q lack %q and a missing boot_id", h.Warnings, want)
+	}
+}
+
+func TestParseFailsOutputWithNoneOfItsSections(t *testing.T) {
+	cases := []struct {
+		name, output, error string
+	}{
+		{"nothing", "", "the probe's output has none of its sections: it printed nothing"},
+		{"a banner", "\nThis account is for backups only.\n", `the probe's output has none of its sections: it printed "This account is for backups only."`},
+		{"frames of another nonce", string(output("ffff", true, dgxA100(t)...)), "the probe's output has none of its sections: it printed \"==gpulayer:ffff:begin:hostname\""},
+	}
+	for _, c := range cases {
+		h := Parse([]byte(c.output), testNonce)
+		if h.Status != StatusFailed || h.Error != c.error {
+			t.Errorf("%s: status %q error %q; want failed, %q", c.name, h.Status, h.Error, c.error)
 		}
 	}
 }

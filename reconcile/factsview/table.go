@@ -5,6 +5,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/charmbracelet/lipgloss"
 	"github.com/muesli/termenv"
@@ -64,10 +65,10 @@ func WriteTable(w io.Writer, doc *facts.Document, color bool) error {
 			status(h, st),
 		})
 		if h.Error != "" {
-			notes = append(notes, st.bad.Render(name+": "+clean(h.Error)))
+			notes = append(notes, st.bad.Render(name+": "+cleanTo(h.Error, maxNote)))
 		}
 		for _, wmsg := range h.Warnings {
-			notes = append(notes, st.warn.Render(name+": warning: "+clean(wmsg)))
+			notes = append(notes, st.warn.Render(name+": warning: "+cleanTo(wmsg, maxNote)))
 		}
 	}
 	widths := make([]int, len(rows[0]))
@@ -158,8 +159,35 @@ func status(h *facts.Host, st styles) cell {
 	return cell{orDash(clean(h.Status)), st.bad}
 }
 
-// clean makes machine-reported text safe for one table line.
-func clean(s string) string { return iostreams.Sanitize(s, false) }
+// Bounds of the text of a cell and of a note line, in characters. Parse
+// already cuts what a machine reports (docs/facts.md), but a document can
+// come from elsewhere, and Sanitize triples the size of control bytes: a 10 MB
+// GPU name must not make a table of 30 MB or more.
+const (
+	maxCell = 256
+	maxNote = 1024
+)
+
+// clean makes machine-reported text safe for one table cell.
+func clean(s string) string { return cleanTo(s, maxCell) }
+
+// cleanTo sanitizes s for one line and cuts it to max characters, the
+// last of them "…". The input is cut first, to 4 bytes a character, so
+// that a huge value costs no more than a short one.
+func cleanTo(s string, max int) string {
+	s = iostreams.Sanitize(s[:min(len(s), 4*max+4)], false)
+	if utf8.RuneCountInString(s) <= max {
+		return s
+	}
+	n := 0
+	for i := range s {
+		if n == max-1 {
+			return s[:i] + "…"
+		}
+		n++
+	}
+	return s
+}
 
 func orDash(s string) string {
 	if s == "" {

@@ -109,3 +109,25 @@ func TestTableColorsOnlyWhenAsked(t *testing.T) {
 		t.Error("no escape sequences with colour")
 	}
 }
+
+func TestTableCutsHugeMachineText(t *testing.T) {
+	huge := strings.Repeat("\x00", 10<<20) // Sanitize would make it 30 MB
+	doc := &facts.Document{Version: facts.Version, Hosts: []facts.Host{{
+		Name: "gpu-01", Address: "127.0.0.1", Status: facts.StatusFailed, Error: "probe: " + huge,
+		Location: facts.Location{Zone: huge}, TorchVersion: huge,
+		GPUs:     []facts.GPU{{Index: 0, Name: "NVIDIA " + huge, Processes: []facts.Process{}}},
+		FreeGPUs: []int{}, Warnings: []string{huge},
+	}}}
+	var out bytes.Buffer
+	if err := WriteTable(&out, doc, false); err != nil {
+		t.Fatal(err)
+	}
+	if out.Len() > 32<<10 {
+		t.Fatalf("the table of one host is %d bytes", out.Len())
+	}
+	for _, want := range []string{"1 × NVIDIA \uFFFD\uFFFD", "\uFFFD…  ", "gpu-01: probe: \uFFFD", "\uFFFD…\n"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the table lacks %q:\n%s", want, out.String())
+		}
+	}
+}

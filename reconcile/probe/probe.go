@@ -111,9 +111,14 @@ func Host(ctx context.Context, r Runner, m Machine, opts Options) facts.Host {
 
 	nonce := facts.NewNonce()
 	res, err := r.Run(ctx, m.Target, Command(nonce, m.PIDs), strings.NewReader(facts.Script()))
+	tooLarge := tooLargeOutput(res)
 
 	var h facts.Host
 	switch {
+	case tooLarge != "":
+		// A real probe prints about 10 KB: this machine is broken or
+		// hostile, and nothing it printed is kept.
+		h = facts.Host{GPUs: []facts.GPU{}, FreeGPUs: []int{}}
 	case err == nil || len(res.Stdout) > 0:
 		// What arrived is worth reading even when the session broke off:
 		// its warnings say which sections are missing.
@@ -122,6 +127,12 @@ func Host(ctx context.Context, r Runner, m Machine, opts Options) facts.Host {
 		h = facts.Host{GPUs: []facts.GPU{}, FreeGPUs: []int{}}
 	}
 	switch {
+	case tooLarge != "":
+		h.Status = facts.StatusFailed
+		h.Error = tooLarge
+		if err != nil {
+			h.Error += ": " + err.Error()
+		}
 	case err != nil && ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
 		h.Status = facts.StatusFailed
 		h.Error = fmt.Sprintf("probe timed out after %s: %v", timeout, err)
@@ -134,6 +145,9 @@ func Host(ctx context.Context, r Runner, m Machine, opts Options) facts.Host {
 	case res.ExitCode != 0:
 		h.Status = facts.StatusFailed
 		h.Error = fmt.Sprintf("probe script exited with status %d%s", res.ExitCode, stderrSuffix(res.Stderr))
+	case h.Status != facts.StatusOK:
+		// Parse found none of the script's sections.
+		h.Error += stderrSuffix(res.Stderr)
 	default:
 		if s := firstLines(res.Stderr, 3); s != "" {
 			h.Warnings = append(h.Warnings, "the probe script wrote to stderr: "+s)
@@ -156,8 +170,48 @@ func Host(ctx context.Context, r Runner, m Machine, opts Options) facts.Host {
 	host, fleet := m.Host, m.FleetDefaults
 	host.Source, fleet.Source = facts.SourceHost, facts.SourceFleet
 	h.Location = facts.ResolveLocation(provider, gce, host, fleet)
+	if w := metadataDisagrees(gce, facts.ResolveLocation(host, fleet)); w != "" && provider.Zone == "" {
+		h.Warnings = append(h.Warnings, w)
+	}
 	h.ProbedAt = now().UTC()
 	return h
+}
+
+// metadataDisagrees says where the machine's GCE metadata names another
+// region or zone than the configuration. The metadata wins (docs/facts.md,
+// ADR-0021), but a configuration that says otherwise is likely a mistake
+// on one side, and the user should not learn of it from a placement.
+func metadataDisagrees(gce facts.LocationClaim, config facts.Location) string {
+	var diffs []string
+	for _, f := range []struct{ name, machine, config string }{
+		{"region", gce.Region, config.Region},
+		{"zone", gce.Zone, config.Zone},
+	} {
+		if f.machine != "" && f.config != "" && f.machine != f.config {
+			diffs = append(diffs, fmt.Sprintf("%s %q where the configuration says %q", f.name, f.machine, f.config))
+		}
+	}
+	if len(diffs) == 0 {
+		return ""
+	}
+	return "the machine's GCE metadata names " + strings.Join(diffs, " and ") +
+		"; the metadata is used, as it ranks above the configuration"
+}
+
+// tooLargeOutput says why res is more than a probe may print, or "" when
+// it is not. Output that reaches facts.MaxOutputBytes counts: a pool made
+// with that MaxOutputBytes (as gpulayer's is) keeps exactly that much of a
+// longer output, and a real probe is a hundred times smaller.
+func tooLargeOutput(res ssh.Result) string {
+	for _, o := range []struct {
+		name string
+		text []byte
+	}{{"stdout", res.Stdout}, {"stderr", res.Stderr}} {
+		if len(o.text) >= facts.MaxOutputBytes {
+			return fmt.Sprintf("the probe's %s reached %d bytes, the most a probe may write (a real one writes about 10 KB)", o.name, facts.MaxOutputBytes)
+		}
+	}
+	return ""
 }
 
 // Command is the remote command line of a probe: the script itself goes

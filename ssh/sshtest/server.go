@@ -31,6 +31,10 @@ type Options struct {
 	// Env is added to each command's environment ("NAME=value"), after the
 	// server process's own environment, so it overrides it.
 	Env []string
+	// EnvOnly makes Env the commands' whole environment: nothing of the
+	// server process's own (its SSH agent socket, its secrets) is passed
+	// on, as sshd passes little of its own.
+	EnvOnly bool
 	// Dir is the commands' working directory; empty means the server
 	// process's.
 	Dir string
@@ -141,7 +145,7 @@ func Start(opts Options) (*Server, error) {
 		opts:     opts,
 		config:   config,
 		listener: l,
-		env:      commandEnv(opts.Env),
+		env:      commandEnv(opts.Env, opts.EnvOnly),
 		conns:    map[*ssh.ServerConn]struct{}{},
 	}
 	if _, port, err := net.SplitHostPort(s.Addr); err == nil {

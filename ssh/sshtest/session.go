@@ -14,8 +14,12 @@ import (
 )
 
 // commandEnv is the environment of every command: the server process's,
-// then extra, whose entries win (os/exec keeps the last of duplicates).
-func commandEnv(extra []string) []string {
+// unless only is set, then extra, whose entries win (os/exec keeps the last
+// of duplicates).
+func commandEnv(extra []string, only bool) []string {
+	if only {
+		return append([]string{}, extra...)
+	}
 	env := os.Environ()
 	return append(env[:len(env):len(env)], extra...)
 }
