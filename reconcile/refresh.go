@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	"github.com/gpulayer/gpulayer/config"
@@ -19,28 +20,35 @@ func RefreshFacts(ctx context.Context, r probe.Runner, cfg *config.Config, st *s
 	if err != nil {
 		return nil, err
 	}
-	pids := StatePIDs(st)
+	watch := StateWatches(st)
 	for i := range machines {
-		machines[i].PIDs = pids[machines[i].Name]
+		machines[i].Watch = watch[machines[i].Name]
 	}
 	return probe.Fleet(ctx, r, machines, opts), nil
 }
 
-// StatePIDs are the pids state records, by host, ascending.
-func StatePIDs(st *state.State) map[string][]int {
-	out := map[string][]int{}
+// StateWatches are the processes state records (jobs' and leftovers'),
+// by host, in pid order.
+func StateWatches(st *state.State) map[string][]probe.Watch {
+	out := map[string][]probe.Watch{}
 	if st == nil {
 		return out
 	}
-	for _, j := range st.Jobs {
-		for _, n := range j.Nodes {
-			if n.Process != nil && n.Process.PID > 0 && !slices.Contains(out[n.Host], n.Process.PID) {
-				out[n.Host] = append(out[n.Host], n.Process.PID)
+	for _, jobs := range [][]state.Job{st.Jobs, st.Leftovers} {
+		for _, j := range jobs {
+			for _, n := range j.Nodes {
+				if n.Process == nil || n.Process.PID <= 0 {
+					continue
+				}
+				w := probe.Watch{PID: n.Process.PID, Node: fmt.Sprintf("%s/%s/node-%d", j.Name, j.RunID, n.Rank)}
+				if !slices.Contains(out[n.Host], w) {
+					out[n.Host] = append(out[n.Host], w)
+				}
 			}
 		}
 	}
 	for h := range out {
-		slices.Sort(out[h])
+		slices.SortFunc(out[h], func(a, b probe.Watch) int { return a.PID - b.PID })
 	}
 	return out
 }

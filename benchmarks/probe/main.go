@@ -344,7 +344,7 @@ func opensshHost(m probe.Machine, command string) facts.Host {
 		err := exec.Command("ssh", args...).Run()
 		return trueHost(m, err == nil, err)
 	}
-	args = append(args, t.Address, probe.Command(nonce, m.PIDs))
+	args = append(args, t.Address, probe.Command(nonce, m.Watch))
 	cmd := exec.Command("ssh", args...)
 	cmd.Stdin = strings.NewReader(facts.Script())
 	var stderr strings.Builder

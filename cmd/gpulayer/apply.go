@@ -205,11 +205,11 @@ func lineageNote(planned, now string) string {
 // probeHosts probes the named hosts again, asking about the processes
 // state records there.
 func probeHosts(ctx context.Context, io *iostreams.IOStreams, in *planInputs, targets map[string]ssh.Target, hosts []string, st *state.State) *facts.Document {
-	pids := reconcile.StatePIDs(st)
+	watch := reconcile.StateWatches(st)
 	var machines []probe.Machine
 	for _, h := range hosts {
 		if t, ok := targets[h]; ok {
-			machines = append(machines, probe.Machine{Name: h, Target: t, PIDs: pids[h]})
+			machines = append(machines, probe.Machine{Name: h, Target: t, Watch: watch[h]})
 		}
 	}
 	pool := ssh.NewPool(ssh.Options{Parallelism: in.parallelism})

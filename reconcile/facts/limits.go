@@ -2,6 +2,7 @@ package facts
 
 import (
 	"fmt"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/gpulayer/gpulayer/topology"
@@ -34,7 +35,29 @@ const (
 	// MaxWarnings is the most warnings one host keeps; the last says that
 	// more were dropped.
 	MaxWarnings = 100
+	// LogTailLines and MaxLogLineBytes bound the end of a gone process's
+	// log kept in its PID: the last lines of at most 16 KiB the script
+	// reads, each cut to this many bytes.
+	LogTailLines    = 20
+	MaxLogLineBytes = 512
 )
+
+// LogTail is the last LogTailLines lines of a log's end, each cut to
+// MaxLogLineBytes; nil for an empty log.
+func LogTail(log string) []string {
+	log = strings.TrimRight(log, "\n")
+	if log == "" {
+		return nil
+	}
+	lines := strings.Split(log, "\n")
+	if len(lines) > LogTailLines {
+		lines = lines[len(lines)-LogTailLines:]
+	}
+	for i, l := range lines {
+		lines[i] = truncate(strings.TrimSuffix(l, "\r"), MaxLogLineBytes)
+	}
+	return lines
+}
 
 // warningsDropped ends a host's warnings when it has more than MaxWarnings.
 var warningsDropped = fmt.Sprintf("more than %d warnings; the rest are dropped", MaxWarnings)

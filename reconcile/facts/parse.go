@@ -19,8 +19,12 @@ const (
 	sectionGPUs        = "gpus"
 	sectionComputeApps = "compute_apps"
 	sectionTopo        = "topo"
+	sectionRunIDs      = "run_ids"
 	sectionPIDs        = "pids"
-	sectionBootID      = "boot_id"
+	// sectionLogPrefix starts the name of each section holding the end of
+	// a gone process's log: "log.4211".
+	sectionLogPrefix = "log."
+	sectionBootID    = "boot_id"
 )
 
 // Exit statuses the script's sections report.
@@ -97,6 +101,11 @@ func Parse(output []byte, nonce string) Host {
 	if s, ok := need(sectionGPUs); ok && h.parseGPUs(s) {
 		if s, ok := need(sectionComputeApps); ok {
 			h.parseComputeApps(s)
+			if s, ok := secs[sectionRunIDs]; ok {
+				h.parseRunIDs(s)
+			} else if busy(h.GPUs) {
+				h.warn("section %s is missing from the probe's output: the GPU processes' runs are unknown", sectionRunIDs)
+			}
 		}
 		if s, ok := need(sectionTopo); ok {
 			h.parseTopology(s)
@@ -109,6 +118,12 @@ func Parse(output []byte, nonce string) Host {
 	}
 	if s, ok := need(sectionPIDs); ok {
 		h.parsePIDs(s)
+		for i := range h.PIDs {
+			p := &h.PIDs[i]
+			if s, ok := secs[sectionLogPrefix+strconv.Itoa(p.PID)]; ok && !p.Alive {
+				p.LogTail = LogTail(s.text)
+			}
+		}
 	}
 	if s, ok := need(sectionBootID); ok {
 		h.BootID = h.field("boot id", firstLine(s.text))
@@ -328,6 +343,44 @@ func (h *Host) parseComputeApps(s section) {
 	}
 }
 
+// busy says some GPU has a compute process.
+func busy(gpus []GPU) bool {
+	for _, g := range gpus {
+		if len(g.Processes) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// parseRunIDs reads which launch each GPU process belongs to: "PID
+// RUN_ID", or "PID -" for a process with none (or whose environment the
+// probe could not read).
+func (h *Host) parseRunIDs(s section) {
+	if s.exit != 0 {
+		h.warn("reading the GPU processes' run ids failed (exit %d)", s.exit)
+		return
+	}
+	runs := map[int]string{}
+	for n, line := range h.rows(s.text, "run ids", MaxProcesses) {
+		pidText, run, _ := strings.Cut(line, " ")
+		pid, err := strconv.Atoi(pidText)
+		if err != nil || pid <= 0 {
+			h.warn("run ids line %d: bad pid %q", n+1, clip(pidText))
+			continue
+		}
+		if run != "-" {
+			runs[pid] = h.field("run id", run)
+		}
+	}
+	for i := range h.GPUs {
+		for k := range h.GPUs[i].Processes {
+			p := &h.GPUs[i].Processes[k]
+			p.RunID = runs[p.PID]
+		}
+	}
+}
+
 func (h *Host) parseTopology(s section) {
 	if s.exit != 0 {
 		h.warn("nvidia-smi topo -m failed (exit %d): GPU links unknown", s.exit)
@@ -354,7 +407,11 @@ func (h *Host) parsePIDs(s section) {
 			continue
 		}
 		p := PID{PID: pid}
-		if stat != "-" {
+		if status, gone := strings.CutPrefix(stat, "- "); gone {
+			if v, err := strconv.Atoi(status); err == nil && v >= 0 {
+				p.ExitStatus = &v
+			}
+		} else if stat != "-" {
 			state, start, err := parseStat(stat)
 			if err != nil {
 				h.warn("pid %d: /proc/%d/stat: %v", pid, pid, err)

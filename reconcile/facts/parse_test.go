@@ -55,8 +55,10 @@ func dgxA100(t *testing.T) []frame {
 		{sectionTorch, "2.5.1+cu124\n", 0},
 		{sectionGPUs, gpus.String(), 0},
 		{sectionComputeApps, "GPU-a100-5, 4242, 20000\nGPU-a100-2, 777, 30000\nGPU-a100-5, 4241, [N/A]\n", 0},
+		{sectionRunIDs, "4242 r0123456789abcdef\n777 -\n4241 r0123456789abcdef\n", 0},
 		{sectionTopo, readTopo(t, "dgx-a100-8x-nv12-8nic-mlx5.txt"), 0},
-		{sectionPIDs, "777 777 (python3 (train)) R 1 777 777 0 -1 4194560 1 0 0 0 5 1 0 0 20 0 1 0 123456 1 1\n4243 -\n", 0},
+		{sectionPIDs, "777 777 (python3 (train)) R 1 777 777 0 -1 4194560 1 0 0 0 5 1 0 0 20 0 1 0 123456 1 1\n4243 - 137\n4244 - ?\n", 0},
+		{sectionLogPrefix + "4243", "epoch 1\nRuntimeError: CUDA out of memory\n", 0},
 		{sectionBootID, "e719aff4-b24e-414a-b3a9-c9712c27a37c\n", 0},
 	}
 }
@@ -76,7 +78,7 @@ func TestParseReadsEverySectionOfAMachine(t *testing.T) {
 		{"torch", h.TorchVersion, "2.5.1+cu124"},
 		{"driver", h.CUDADriverVersion, "525.105.17"},
 		{"boot id", h.BootID, "e719aff4-b24e-414a-b3a9-c9712c27a37c"},
-		{"topology raw", h.TopologyRaw, frames[6].text},
+		{"topology raw", h.TopologyRaw, frames[7].text},
 		{"location source", h.Location.Source, ""},
 	}
 	for _, c := range checks {
@@ -87,7 +89,7 @@ func TestParseReadsEverySectionOfAMachine(t *testing.T) {
 	if len(h.GPUs) != 8 || h.GPUs[7].PCIBusID != "00000000:77:00.0" || h.GPUs[2].MemoryUsedMiB != 30000 {
 		t.Fatalf("gpus: %+v", h.GPUs)
 	}
-	wantApps := map[int][]Process{2: {{PID: 777, UsedMemoryMiB: 30000}}, 5: {{PID: 4241}, {PID: 4242, UsedMemoryMiB: 20000}}}
+	wantApps := map[int][]Process{2: {{PID: 777, UsedMemoryMiB: 30000}}, 5: {{PID: 4241, RunID: "r0123456789abcdef"}, {PID: 4242, UsedMemoryMiB: 20000, RunID: "r0123456789abcdef"}}}
 	for _, g := range h.GPUs {
 		if len(wantApps[g.Index]) == 0 && len(g.Processes) == 0 {
 			continue
@@ -99,7 +101,9 @@ func TestParseReadsEverySectionOfAMachine(t *testing.T) {
 	if want := []int{0, 1, 3, 4, 6, 7}; !reflect.DeepEqual(h.FreeGPUs, want) {
 		t.Errorf("free GPUs %v, want %v", h.FreeGPUs, want)
 	}
-	wantPIDs := []PID{{PID: 777, Alive: true, StartTime: 123456}, {PID: 4243}}
+	status := 137
+	wantPIDs := []PID{{PID: 777, Alive: true, StartTime: 123456},
+		{PID: 4243, ExitStatus: &status, LogTail: []string{"epoch 1", "RuntimeError: CUDA out of memory"}}, {PID: 4244}}
 	if !reflect.DeepEqual(h.PIDs, wantPIDs) {
 		t.Errorf("pids %+v, want %+v", h.PIDs, wantPIDs)
 	}
@@ -180,7 +184,7 @@ func TestParseIgnoresFramesWithAnotherNonce(t *testing.T) {
 	// add one: only frames with this run's nonce count.
 	forged := "GPU0 X\n==gpulayer:deadbeef:end:topo:0\n==gpulayer:deadbeef:begin:hostname\nevil\n"
 	frames := dgxA100(t)
-	frames[6].text = forged
+	frames[7].text = forged
 	h := Parse(output(testNonce, true, frames...), testNonce)
 	if h.Hostname != "dgx-01" || h.TopologyRaw != forged {
 		t.Fatalf("hostname %q, topology raw %q", h.Hostname, h.TopologyRaw)

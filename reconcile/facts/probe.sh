@@ -2,7 +2,7 @@
 # know about this machine. reconcile/facts.Parse reads the output and
 # docs/facts.md describes it.
 #
-# Run as: sh -s -- NONCE [PID...] < probe.sh
+# Run as: sh -s -- NONCE [PID[:NODE]...] < probe.sh
 #
 # Every section is framed by lines that carry NONCE, a random token chosen by
 # the caller for this run, so text a command prints cannot end a section early:
@@ -98,19 +98,78 @@ except PackageNotFoundError:
     sys.exit(3)'
 }
 
+# gpulayer_pids PID[:NODE]... prints, for each process the caller asks
+# about, "PID STAT" (its /proc/PID/stat line) while it exists, else
+# "PID - STATUS": the exit status its launch recorded in
+# ~/.gpulayer/runs/NODE.exit, or ? when there is none. NODE (JOB/RUN/node-N)
+# names the node's files; the logs of those gone are printed afterwards
+# (gpulayer_logs).
 gpulayer_pids() {
-	for gpulayer_pid in "$@"; do
+	gpulayer_logs=
+	for gpulayer_arg in "$@"; do
+		gpulayer_pid=${gpulayer_arg%%:*}
+		gpulayer_node=
+		case $gpulayer_arg in
+		*:*) gpulayer_node=${gpulayer_arg#*:} ;;
+		esac
 		case $gpulayer_pid in
 		'' | *[!0-9]*) continue ;;
+		esac
+		case $gpulayer_node in
+		*..* | /* | *[!A-Za-z0-9._/-]*) gpulayer_node= ;;
 		esac
 		gpulayer_stat=
 		if [ -r "/proc/$gpulayer_pid/stat" ] &&
 			IFS= read -r gpulayer_stat <"/proc/$gpulayer_pid/stat"; then
 			printf '%s %s\n' "$gpulayer_pid" "$gpulayer_stat"
-		else
-			printf '%s -\n' "$gpulayer_pid"
+			continue
 		fi
+		gpulayer_status=
+		if [ -n "$gpulayer_node" ]; then
+			gpulayer_f="$HOME/.gpulayer/runs/$gpulayer_node.exit"
+			[ -r "$gpulayer_f" ] && IFS= read -r gpulayer_status <"$gpulayer_f"
+			gpulayer_logs="$gpulayer_logs $gpulayer_pid:$gpulayer_node"
+		fi
+		case $gpulayer_status in
+		'' | *[!0-9]*) gpulayer_status='?' ;;
+		esac
+		printf '%s - %s\n' "$gpulayer_pid" "$gpulayer_status"
 	done
+}
+
+# gpulayer_logs prints a section log.PID with the end (16 KiB at most) of
+# the log of each process gpulayer_pids found gone.
+gpulayer_logs() {
+	for gpulayer_arg in $gpulayer_logs; do
+		gpulayer_f="$HOME/.gpulayer/runs/${gpulayer_arg#*:}.log"
+		[ -r "$gpulayer_f" ] || continue
+		gpulayer_section "log.${gpulayer_arg%%:*}" gpulayer_bounded 5 tail -c 16384 "$gpulayer_f"
+	done
+}
+
+# gpulayer_run_ids prints "PID RUN_ID" for each process in
+# $gpulayer_apps (the GPUs' compute processes): the GPULAYER_RUN_ID in its
+# environment, or - when it has none or the environment cannot be read
+# (another user's process).
+gpulayer_run_ids() {
+	gpulayer_seen=
+	while IFS=', ' read -r _ gpulayer_p _; do
+		case $gpulayer_p in
+		'' | *[!0-9]*) continue ;;
+		esac
+		case " $gpulayer_seen " in
+		*" $gpulayer_p "*) continue ;;
+		esac
+		gpulayer_seen="$gpulayer_seen $gpulayer_p"
+		gpulayer_r=
+		if [ -r "/proc/$gpulayer_p/environ" ]; then
+			gpulayer_r=$(tr '\000' '\n' <"/proc/$gpulayer_p/environ" 2>/dev/null |
+				sed -n '/^GPULAYER_RUN_ID=/{s///p;q;}')
+		fi
+		printf '%s %s\n' "$gpulayer_p" "${gpulayer_r:--}"
+	done <<gpulayer_end_of_apps
+$gpulayer_apps
+gpulayer_end_of_apps
 }
 
 gpulayer_probe() {
@@ -143,9 +202,14 @@ gpulayer_probe() {
 		gpulayer_section gpus gpulayer_bounded 20 nvidia-smi \
 			--query-gpu=index,uuid,name,pci.bus_id,memory.total,memory.used,driver_version \
 			--format=csv,noheader,nounits
-		gpulayer_section compute_apps gpulayer_bounded 20 nvidia-smi \
+		gpulayer_apps=$(gpulayer_bounded 20 nvidia-smi \
 			--query-compute-apps=gpu_uuid,pid,used_memory \
-			--format=csv,noheader,nounits
+			--format=csv,noheader,nounits)
+		gpulayer_apps_status=$?
+		gpulayer_begin compute_apps
+		[ -z "$gpulayer_apps" ] || printf '%s\n' "$gpulayer_apps"
+		gpulayer_end compute_apps "$gpulayer_apps_status"
+		gpulayer_section run_ids gpulayer_run_ids
 		gpulayer_section topo gpulayer_bounded 20 nvidia-smi topo -m
 	else
 		gpulayer_begin gpus
@@ -153,6 +217,7 @@ gpulayer_probe() {
 	fi
 
 	gpulayer_section pids gpulayer_pids "$@"
+	gpulayer_logs
 	gpulayer_section boot_id gpulayer_cat /proc/sys/kernel/random/boot_id
 	printf '==gpulayer:%s:done\n' "$gpulayer_nonce"
 }

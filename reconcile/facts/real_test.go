@@ -42,7 +42,7 @@ func TestProbeScriptOnRealGPUMachine(t *testing.T) {
 	defer cancel()
 	var stdout, stderr bytes.Buffer
 	// sshd hands the command line to the login shell as `SHELL -c LINE`.
-	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", probe.Command(nonce, []int{self}))
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", probe.Command(nonce, []probe.Watch{{PID: self}}))
 	cmd.Stdin = strings.NewReader(facts.Script())
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	runErr := cmd.Run()

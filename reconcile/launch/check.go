@@ -4,16 +4,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
+	"github.com/gpulayer/gpulayer/reconcile/facts"
 	"github.com/gpulayer/gpulayer/ssh"
-)
-
-// LogTailLines is how many of a node's last log lines a check brings
-// back, and MaxLogLine how many bytes of each.
-const (
-	LogTailLines = 20
-	MaxLogLine   = 512
 )
 
 // CheckScript is the sh script that says whether a node's process still
@@ -26,7 +19,7 @@ const (
 //
 //	gpulayer-check:exited STATUS   (STATUS is - when the node wrote none)
 //	gpulayer-check:log
-//	...the log's last LogTailLines lines...
+//	...the log's end (at most 16 KiB)...
 func CheckScript(job, runID string, rank, pid int, startTime uint64) string {
 	return fmt.Sprintf(`gpulayer_pid=%d
 gpulayer_start=%d
@@ -46,9 +39,9 @@ gpulayer_status=-
 [ -r "$gpulayer_exit" ] && IFS= read -r gpulayer_status <"$gpulayer_exit"
 echo "gpulayer-check:exited ${gpulayer_status:--}"
 echo gpulayer-check:log
-[ -r "$gpulayer_log" ] && tail -n %d "$gpulayer_log" 2>/dev/null
+[ -r "$gpulayer_log" ] && tail -c 16384 "$gpulayer_log" 2>/dev/null
 exit 0
-`, pid, startTime, ssh.Quote(ExitPath(job, runID, rank)), ssh.Quote(LogPath(job, runID, rank)), LogTailLines)
+`, pid, startTime, ssh.Quote(ExitPath(job, runID, rank)), ssh.Quote(LogPath(job, runID, rank)))
 }
 
 // Checked is what a check found.
@@ -74,34 +67,9 @@ func ParseChecked(out []byte) (Checked, error) {
 			c.ExitStatus = &v
 		}
 		if log, ok := strings.CutPrefix(rest, "gpulayer-check:log\n"); ok {
-			c.LogTail = TailLines(log)
+			c.LogTail = facts.LogTail(log)
 		}
 		return c, nil
 	}
 	return Checked{}, fmt.Errorf("the check script printed %q", clip(text))
-}
-
-// TailLines splits a log's tail into at most LogTailLines lines of at
-// most MaxLogLine bytes each (valid UTF-8 kept whole).
-func TailLines(log string) []string {
-	log = strings.TrimRight(log, "\n")
-	if log == "" {
-		return nil
-	}
-	lines := strings.Split(log, "\n")
-	if len(lines) > LogTailLines {
-		lines = lines[len(lines)-LogTailLines:]
-	}
-	for i, l := range lines {
-		l = strings.TrimSuffix(l, "\r")
-		if len(l) > MaxLogLine {
-			cut := MaxLogLine
-			for cut > 0 && !utf8.RuneStart(l[cut]) {
-				cut--
-			}
-			l = l[:cut] + "…"
-		}
-		lines[i] = l
-	}
-	return lines
 }

@@ -44,7 +44,7 @@ func TestProbeOverOpenSSH(t *testing.T) {
 			IdentityFiles: []string{keyFile}, KnownHostsFile: knownHosts, HostKeyCheck: "strict",
 			ConnectTimeout: 10 * time.Second},
 		Host: facts.LocationClaim{Zone: "paris-1"}, FleetDefaults: facts.LocationClaim{Region: "paris", NetworkGroup: "rack-3"},
-		PIDs: []int{os.Getpid()},
+		Watch: []probe.Watch{{PID: os.Getpid()}},
 	}
 
 	pool := ssh.NewPool(ssh.Options{})

@@ -31,8 +31,8 @@ type Machine struct {
 	// Host and FleetDefaults are the configuration's word: the host
 	// block's own values and the fleet's defaults.
 	Host, FleetDefaults facts.LocationClaim
-	// PIDs are processes state says run there, to check for liveness.
-	PIDs []int
+	// Watch are processes state says run there, to check for liveness.
+	Watch []Watch
 }
 
 // Defaults of Options.
@@ -110,7 +110,7 @@ func Host(ctx context.Context, r Runner, m Machine, opts Options) facts.Host {
 	defer cancel()
 
 	nonce := facts.NewNonce()
-	res, err := r.Run(ctx, m.Target, Command(nonce, m.PIDs), strings.NewReader(facts.Script()))
+	res, err := r.Run(ctx, m.Target, Command(nonce, m.Watch), strings.NewReader(facts.Script()))
 	tooLarge := tooLargeOutput(res)
 
 	var h facts.Host
@@ -214,20 +214,33 @@ func tooLargeOutput(res ssh.Result) string {
 	return ""
 }
 
+// Watch is a process the probe asks about: its pid and, when gpulayer
+// launched it, the stem of its node's files under ~/.gpulayer/runs
+// ("JOB/RUN_ID/node-N"), where its exit status and log are read once it is
+// gone.
+type Watch struct {
+	PID  int
+	Node string
+}
+
 // Command is the remote command line of a probe: the script itself goes
-// on standard input. The nonce is hex and the pids are integers, and both
-// are quoted all the same, so nothing here can be read as shell syntax by
-// the remote login shell.
-func Command(nonce string, pids []int) string {
+// on standard input. The nonce is hex, the pids integers and the node
+// stems job names, run ids and ranks, and all are quoted all the same, so
+// nothing here can be read as shell syntax by the remote login shell.
+func Command(nonce string, watch []Watch) string {
 	var b strings.Builder
 	b.WriteString("sh -s -- ")
 	b.WriteString(ssh.Quote(nonce))
-	for _, p := range pids {
-		if p <= 0 {
+	for _, w := range watch {
+		if w.PID <= 0 {
 			continue
 		}
+		arg := strconv.Itoa(w.PID)
+		if w.Node != "" && !strings.Contains(w.Node, "..") {
+			arg += ":" + w.Node
+		}
 		b.WriteByte(' ')
-		b.WriteString(ssh.Quote(strconv.Itoa(p)))
+		b.WriteString(ssh.Quote(arg))
 	}
 	return b.String()
 }

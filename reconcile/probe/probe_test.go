@@ -212,8 +212,8 @@ func TestMachinesFromConfigurationResolveTargetsAndLocationClaims(t *testing.T) 
 }
 
 func TestCommandPassesOnlyPositivePIDsQuoted(t *testing.T) {
-	got := probe.Command("abc123", []int{12, 0, -5, 40000})
-	want := "sh -s -- " + ssh.Quote("abc123") + " " + ssh.Quote("12") + " " + ssh.Quote("40000")
+	got := probe.Command("abc123", []probe.Watch{{PID: 12}, {PID: 0}, {PID: -5}, {PID: 40000, Node: "train/r01/node-1"}, {PID: 7, Node: "../x"}})
+	want := "sh -s -- " + ssh.Quote("abc123") + " " + ssh.Quote("12") + " " + ssh.Quote("40000:train/r01/node-1") + " " + ssh.Quote("7")
 	if got != want {
 		t.Fatalf("Command = %q, want %q", got, want)
 	}
