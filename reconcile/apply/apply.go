@@ -215,7 +215,7 @@ func (r *run) warn(format string, args ...any) {
 // node runs one remote script on a host, bounded by timeout and by the
 // semaphore. It runs on a context that ctx's cancellation does not reach:
 // a step that started finishes, so that what it did is known and saved.
-func (r *run) node(ctx context.Context, host, script string, timeout time.Duration) (ssh.Result, error) {
+func (r *run) node(ctx context.Context, host, command, script string, timeout time.Duration) (ssh.Result, error) {
 	t, ok := r.e.Targets[host]
 	if !ok {
 		return ssh.Result{}, fmt.Errorf("host %s is not declared; gpulayer does not know how to reach it", host)
@@ -228,7 +228,7 @@ func (r *run) node(ctx context.Context, host, script string, timeout time.Durati
 	defer func() { <-r.sem }()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
-	return r.e.Runner.Run(ctx, t, launch.Command, strings.NewReader(script))
+	return r.e.Runner.Run(ctx, t, command, strings.NewReader(script))
 }
 
 // stopNodes stops every node of a run (those with a recorded process and,
@@ -255,7 +255,7 @@ func (r *run) stopNodes(ctx context.Context, job, runID string, nodes []state.No
 				}
 			}
 			r.progress(Event{Job: job, Run: runID, Rank: n.Rank, Host: n.Host, Step: StepStopping})
-			res, err := r.node(ctx, n.Host, launch.StopScript(s), launch.StopTimeout(grace))
+			res, err := r.node(ctx, n.Host, launch.Command("stop", job, runID), launch.StopScript(s), launch.StopTimeout(grace))
 			var stopped launch.Stopped
 			if err == nil {
 				stopped, err = launch.ParseStopped(res.Stdout)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -156,7 +157,7 @@ func (r *run) launchJob(ctx context.Context, c reconcile.JobChange) {
 
 // start runs a node's launch script.
 func (r *run) start(ctx context.Context, host string, n launch.Node) (launch.Started, error) {
-	res, err := r.node(ctx, host, launch.Script(n), launch.Timeout)
+	res, err := r.node(ctx, host, launch.Command("launch", n.Job, n.RunID, strconv.Itoa(n.Rank)), launch.Script(n), launch.Timeout)
 	if err != nil {
 		return launch.Started{}, err
 	}
@@ -186,7 +187,8 @@ func (r *run) confirm(ctx context.Context, job, runID string, nodes []state.Node
 		go func() {
 			defer wg.Done()
 			p := n.Process
-			res, err := r.node(ctx, n.Host, launch.CheckScript(job, runID, n.Rank, p.PID, p.StartTime), launch.Timeout)
+			res, err := r.node(ctx, n.Host, launch.Command("check", job, runID, strconv.Itoa(n.Rank)),
+				launch.CheckScript(job, runID, n.Rank, p.PID, p.StartTime), launch.Timeout)
 			var checked launch.Checked
 			if err == nil {
 				checked, err = launch.ParseChecked(res.Stdout)

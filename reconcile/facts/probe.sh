@@ -99,8 +99,9 @@ except PackageNotFoundError:
 }
 
 # gpulayer_pids PID[:NODE]... prints, for each process the caller asks
-# about, "PID STAT" (its /proc/PID/stat line) while it exists, else
-# "PID - STATUS": the exit status its launch recorded in
+# about, "PID STAT" (its /proc/PID/stat line) while it runs, and
+# "PID - STATUS" once it has ended (a zombie has too): the exit status its
+# launch recorded in
 # ~/.gpulayer/runs/NODE.exit, or ? when there is none. NODE (JOB/RUN/node-N)
 # names the node's files; the logs of those gone are printed afterwards
 # (gpulayer_logs).
@@ -121,8 +122,15 @@ gpulayer_pids() {
 		gpulayer_stat=
 		if [ -r "/proc/$gpulayer_pid/stat" ] &&
 			IFS= read -r gpulayer_stat <"/proc/$gpulayer_pid/stat"; then
-			printf '%s %s\n' "$gpulayer_pid" "$gpulayer_stat"
-			continue
+			# A zombie has ended: where nothing reaps orphans (a container
+			# whose init does not), it is its exit status that matters.
+			case ${gpulayer_stat##*\) } in
+			Z* | X*) ;;
+			*)
+				printf '%s %s\n' "$gpulayer_pid" "$gpulayer_stat"
+				continue
+				;;
+			esac
 		fi
 		gpulayer_status=
 		if [ -n "$gpulayer_node" ]; then

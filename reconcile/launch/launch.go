@@ -18,9 +18,14 @@ import (
 	"github.com/gpulayer/gpulayer/ssh"
 )
 
-// Command is the remote command line of every launch and stop: the script
-// goes on standard input.
-const Command = "sh -s"
+// Command is the remote command line of a script of kind "launch", "stop"
+// or "check": `sh -s -- gpulayer-launch train r0123 1`, the script on
+// standard input. The script ignores the words after --: they name the
+// session in process lists and sshd's logs (and the sandbox's machines
+// watch for launches by them). Every word is quoted for the login shell.
+func Command(kind string, words ...string) string {
+	return "sh -s -- " + quoteAll(append([]string{"gpulayer-" + kind}, words...))
+}
 
 // RunsDir is where a machine keeps each node's log and exit status,
 // relative to the remote user's home: RunsDir/JOB/RUN_ID/node-RANK.log.

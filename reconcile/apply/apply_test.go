@@ -1,0 +1,408 @@
+package apply_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpulayer/gpulayer/config"
+	"github.com/gpulayer/gpulayer/providers/sandbox"
+	"github.com/gpulayer/gpulayer/reconcile"
+	"github.com/gpulayer/gpulayer/reconcile/apply"
+	"github.com/gpulayer/gpulayer/reconcile/facts"
+	"github.com/gpulayer/gpulayer/reconcile/probe"
+	"github.com/gpulayer/gpulayer/reconcile/state"
+	"github.com/gpulayer/gpulayer/ssh"
+)
+
+// fleet is a sandbox of n machines with the given jobs beside its
+// configuration, and the state file of that directory.
+type fleet struct {
+	t    *testing.T
+	sb   *sandbox.Sandbox
+	pool *ssh.Pool
+	st   *state.Local
+}
+
+func newFleet(t *testing.T, n int) *fleet {
+	t.Helper()
+	sb, err := sandbox.Start(sandbox.Options{Hosts: n, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := ssh.NewPool(ssh.Options{NoAgent: true})
+	f := &fleet{t: t, sb: sb, pool: pool, st: state.NewLocal(filepath.Join(t.TempDir(), "state.json"))}
+	t.Cleanup(func() {
+		pool.Close()
+		sb.Close()
+	})
+	return f
+}
+
+// jobs writes the jobs file and loads the configuration.
+func (f *fleet) jobs(hcl string) *config.Config {
+	f.t.Helper()
+	if err := os.WriteFile(filepath.Join(f.sb.Dir, "jobs.hcl"), []byte(hcl), 0o644); err != nil {
+		f.t.Fatal(err)
+	}
+	cfg, diags := config.Load(f.sb.Dir, config.LoadOptions{})
+	if diags.HasErrors() {
+		f.t.Fatal(diags.Error())
+	}
+	return cfg
+}
+
+// plan refreshes over SSH and plans.
+func (f *fleet) plan(cfg *config.Config) (*reconcile.Plan, *state.State, *facts.Document) {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st, err := f.st.Load(ctx)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	doc, err := reconcile.RefreshFacts(ctx, f.pool, cfg, st, probe.Options{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, h := range doc.Hosts {
+		if h.Status != facts.StatusOK {
+			f.t.Fatalf("host %s: %s %s", h.Name, h.Status, h.Error)
+		}
+	}
+	return reconcile.MakePlan(reconcile.Input{Config: cfg, State: st, Facts: doc, Refresh: reconcile.Refresh{Source: reconcile.RefreshProbe}}), st, doc
+}
+
+func (f *fleet) executor(cfg *config.Config) *apply.Executor {
+	machines, err := probe.Machines(cfg)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	targets := map[string]ssh.Target{}
+	for _, m := range machines {
+		targets[m.Name] = m.Target
+	}
+	specs := map[string]state.JobSpec{}
+	for _, j := range cfg.Jobs {
+		specs[j.Name] = reconcile.JobSpec(j)
+	}
+	return &apply.Executor{Runner: f.pool, Backend: f.st, Targets: targets, Specs: specs, Opts: apply.Options{ConfirmAfter: 200 * time.Millisecond}}
+}
+
+// apply plans and applies, and returns the plan and the result.
+func (f *fleet) apply(ctx context.Context, cfg *config.Config) (*reconcile.Plan, *apply.Result, error) {
+	f.t.Helper()
+	p, st, doc := f.plan(cfg)
+	res, err := f.executor(cfg).Apply(ctx, st, p, doc)
+	return p, res, err
+}
+
+// home is the home directory of the sandbox machine named host.
+func (f *fleet) home(host string) string {
+	for _, m := range f.sb.Machines {
+		if m.Name == host {
+			return filepath.Join(m.Dir, "home")
+		}
+	}
+	f.t.Fatalf("no machine %s", host)
+	return ""
+}
+
+// runProcesses are the live processes whose environment carries the run.
+func runProcesses(runID string) []int {
+	marker := []byte("GPULAYER_RUN_ID=" + runID)
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, _ := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if i := bytes.LastIndexByte(stat, ')'); i < 0 || bytes.HasPrefix(stat[i+2:], []byte("Z")) {
+			continue
+		}
+		env, _ := os.ReadFile("/proc/" + e.Name() + "/environ")
+		for kv := range bytes.SplitSeq(env, []byte{0}) {
+			if bytes.Equal(kv, marker) {
+				out = append(out, pid)
+			}
+		}
+	}
+	return out
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for range 300 {
+		if cond() {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+func readEnv(t *testing.T, path string) map[string]string {
+	t.Helper()
+	var b []byte
+	waitFor(t, path, func() bool {
+		b, _ = os.ReadFile(path)
+		return bytes.Contains(b, []byte("GPULAYER_RUN_ID="))
+	})
+	env := map[string]string{}
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok {
+			env[k] = v
+		}
+	}
+	return env
+}
+
+const twoByTwo = `
+job "pair" {
+  nodes         = 2
+  gpus_per_node = 2
+  launcher      = "plain"
+  stop_timeout  = "2s"
+  command       = ["sh", "-c", "env > env-$NODE_RANK.txt; exec sleep 300"]
+}
+`
+
+// TestApplyLaunchesTracksAndStopsAJob walks a job through its life on a
+// sandbox fleet over real SSH: launch, no change, replace when its command
+// changes or its process dies, stop when it is removed.
+func TestApplyLaunchesTracksAndStopsAJob(t *testing.T) {
+	f := newFleet(t, 4)
+	cfg := f.jobs(twoByTwo)
+	ctx := context.Background()
+
+	p, res, err := f.apply(ctx, cfg)
+	if err != nil || len(res.Failed) > 0 {
+		t.Fatalf("apply: %v %v", err, res.Failed)
+	}
+	if c := p.Job("pair"); c == nil || c.Action != reconcile.ActionCreate {
+		t.Fatalf("first plan: %+v", p.Jobs)
+	}
+	if res.Launched != 1 {
+		t.Errorf("launched %d", res.Launched)
+	}
+	job := res.State.Job("pair")
+	if job == nil || job.Status != state.JobRunning || len(job.Nodes) != 2 {
+		t.Fatalf("state job %+v", job)
+	}
+	placed := p.Job("pair").Placement
+	for rank, n := range job.Nodes {
+		env := readEnv(t, filepath.Join(f.home(n.Host), "env-"+strconv.Itoa(rank)+".txt"))
+		want := map[string]string{
+			"NODE_RANK": strconv.Itoa(rank), "NNODES": "2", "WORLD_SIZE": "4", "NPROC_PER_NODE": "2",
+			"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": strconv.Itoa(job.MasterPort),
+			"CUDA_VISIBLE_DEVICES": strings.Join(placed.Nodes[rank].GPUUUIDs, ","), "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+			"GPULAYER_JOB": "pair", "GPULAYER_RUN_ID": job.RunID,
+		}
+		for k, v := range want {
+			if env[k] != v {
+				t.Errorf("node %d: %s=%q, want %q", rank, k, env[k], v)
+			}
+		}
+		if len(placed.Nodes[rank].GPUUUIDs) != 2 {
+			t.Errorf("node %d: GPU UUIDs %v", rank, placed.Nodes[rank].GPUUUIDs)
+		}
+	}
+
+	// The machines now report those GPUs busy, with the run's id, and
+	// the next plan changes nothing.
+	p, _, doc := f.plan(cfg)
+	for _, n := range job.Nodes {
+		h := doc.Find(n.Host)
+		for _, g := range n.GPUs {
+			if procs := h.GPUs[g].Processes; len(procs) == 0 || procs[0].RunID != job.RunID {
+				t.Errorf("%s GPU %d: processes %+v, want the run's", n.Host, g, procs)
+			}
+		}
+	}
+	if p.HasChanges() || p.Job("pair").Action != reconcile.ActionNoOp {
+		t.Fatalf("second plan has changes: %+v", p.Jobs)
+	}
+
+	// A changed command replaces the job.
+	changed := f.jobs(strings.Replace(twoByTwo, "sleep 300", "sleep 301", 1))
+	p, res, err = f.apply(ctx, changed)
+	if err != nil || p.Job("pair").Action != reconcile.ActionReplace || res.Replaced != 1 {
+		t.Fatalf("replace: %v, %+v, %+v", err, p.Job("pair"), res)
+	}
+	if left := runProcesses(job.RunID); len(left) > 0 {
+		t.Errorf("the replaced run still has processes %v", left)
+	}
+	job = res.State.Job("pair")
+
+	// A process killed by hand gives replace with process_exited.
+	cmdPID := 0
+	waitFor(t, "the command's process", func() bool {
+		for _, pid := range runProcesses(job.RunID) {
+			if pid != job.Nodes[1].Process.PID {
+				b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+				if bytes.Contains(b, []byte(" "+strconv.Itoa(job.Nodes[1].Process.PID)+" ")) {
+					cmdPID = pid
+					return true
+				}
+			}
+		}
+		return false
+	})
+	if err := syscall.Kill(cmdPID, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "node 1 to end", func() bool { return len(runProcesses(job.RunID)) == 2 })
+	time.Sleep(100 * time.Millisecond)
+	p, _, _ = f.plan(changed)
+	c := p.Job("pair")
+	if c.Action != reconcile.ActionReplace || len(c.Reasons) == 0 || c.Reasons[0].Code != reconcile.ReasonProcessExited {
+		t.Fatalf("after a kill: %+v", c)
+	}
+	if r := c.Reasons[0]; r.ExitStatus == nil || *r.ExitStatus != 143 || r.Host != job.Nodes[1].Host {
+		t.Errorf("reason %+v: want exit status 143 on %s", r, job.Nodes[1].Host)
+	}
+
+	// Removing the job stops it; nothing with its run id is left.
+	none := f.jobs("")
+	p, res, err = f.apply(ctx, none)
+	if err != nil || p.Job("pair").Action != reconcile.ActionDestroy || res.Stopped != 1 {
+		t.Fatalf("destroy: %v %+v %+v", err, p.Job("pair"), res)
+	}
+	if left := runProcesses(job.RunID); len(left) > 0 {
+		t.Errorf("processes of the stopped run remain: %v", left)
+	}
+	if len(res.State.Jobs) != 0 {
+		t.Errorf("state still has jobs: %+v", res.State.Jobs)
+	}
+	p, _, _ = f.plan(none)
+	if p.HasChanges() {
+		t.Errorf("plan after destroy has changes: %+v", p)
+	}
+}
+
+// TestApplyIsAllOrNothing: a node that cannot start (its workdir is
+// missing on one machine) fails the job, and the node that did start is
+// stopped.
+func TestApplyIsAllOrNothing(t *testing.T) {
+	f := newFleet(t, 2)
+	cfg := f.jobs(`
+job "pair" {
+  nodes         = 2
+  gpus_per_node = 1
+  launcher      = "plain"
+  workdir       = "work"
+  command       = ["sleep", "300"]
+}
+`)
+	// Only the first machine has the workdir.
+	if err := os.MkdirAll(filepath.Join(f.home(f.sb.Machines[0].Name), "work"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, res, err := f.apply(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Failed) != 1 {
+		t.Fatalf("failed %v, want the job", res.Failed)
+	}
+	var le *apply.LaunchError
+	if !errors.As(res.Failed[0], &le) || !strings.Contains(le.Error(), "workdir") {
+		t.Errorf("failure %v does not say the workdir is missing", res.Failed[0])
+	}
+	j := res.State.Job("pair")
+	if j == nil || j.Status != state.JobFailed {
+		t.Fatalf("state %+v", j)
+	}
+	if left := runProcesses(j.RunID); len(left) > 0 {
+		t.Errorf("the node that started still runs: %v", left)
+	}
+	p, _, _ := f.plan(cfg)
+	if c := p.Job("pair"); c.Action != reconcile.ActionReplace || c.Reasons[0].Code != reconcile.ReasonLaunchIncomplete {
+		t.Errorf("next plan %+v", c)
+	}
+}
+
+// TestApplyFailsACommandThatExitsAtOnce: a node whose process ends right
+// after it starts fails the launch with its exit status and log.
+func TestApplyFailsACommandThatExitsAtOnce(t *testing.T) {
+	f := newFleet(t, 1)
+	cfg := f.jobs(`
+job "oops" {
+  nodes    = 1
+  launcher = "plain"
+  command  = ["sh", "-c", "echo no such file: train.py >&2; exit 2"]
+}
+`)
+	_, res, err := f.apply(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Failed) != 1 || !strings.Contains(res.Failed[0].Error(), "exit status 2") || !strings.Contains(res.Failed[0].Error(), "no such file: train.py") {
+		t.Fatalf("failed %v", res.Failed)
+	}
+}
+
+// TestApplyInterruptedConverges: an apply cancelled after its first node
+// started records what it did, and the next plan and apply converge.
+func TestApplyInterruptedConverges(t *testing.T) {
+	f := newFleet(t, 2)
+	cfg := f.jobs(`
+job "pair" {
+  nodes         = 2
+  gpus_per_node = 1
+  launcher      = "plain"
+  stop_timeout  = "1s"
+  command       = ["sleep", "300"]
+}
+`)
+	p, st, doc := f.plan(cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	ex := f.executor(cfg)
+	ex.Opts.Parallelism = 1
+	ex.Opts.Progress = func(ev apply.Event) {
+		if ev.Step == apply.StepStarted {
+			cancel() // Ctrl-C right after the first node started
+		}
+	}
+	res, err := ex.Apply(ctx, st, p, doc)
+	if !errors.Is(err, apply.ErrInterrupted) {
+		t.Fatalf("apply: %v, want interrupted", err)
+	}
+	j := res.State.Job("pair")
+	if j == nil || j.Status != state.JobLaunching {
+		t.Fatalf("state after the interrupt: %+v", j)
+	}
+	started := 0
+	for _, n := range j.Nodes {
+		if n.Process != nil {
+			started++
+		}
+	}
+	if started != 1 {
+		t.Errorf("%d nodes recorded as started, want 1", started)
+	}
+	oldRun := j.RunID
+	_, res, err = f.apply(context.Background(), cfg)
+	if err != nil || len(res.Failed) > 0 || res.Replaced != 1 {
+		t.Fatalf("converging apply: %v %+v", err, res)
+	}
+	if left := runProcesses(oldRun); len(left) > 0 {
+		t.Errorf("the interrupted run's processes remain: %v", left)
+	}
+	p, _, _ = f.plan(cfg)
+	if p.HasChanges() {
+		t.Errorf("not converged: %+v", p.Jobs)
+	}
+	if _, res, err := f.apply(context.Background(), f.jobs("")); err != nil || res.Stopped != 1 {
+		t.Fatalf("cleanup: %v %+v", err, res)
+	}
+}
