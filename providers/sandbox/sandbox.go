@@ -53,6 +53,18 @@ type Options struct {
 	// shell, such as /bin/sh, runs every command, nvidia-smi and python3
 	// as real processes of that shell.
 	Shell string
+	// Like, when not empty, names the machines and places them: machine i
+	// takes Like[i]'s name, fleet and location (models and torch versions
+	// are dealt as usual), and Hosts is len(Like). A sandbox like a
+	// configuration's declared hosts (LikeConfig) lets its jobs be planned
+	// and applied on simulated machines.
+	Like []Spot
+}
+
+// Spot is where one machine of a sandbox is, and what it is called.
+type Spot struct {
+	Name, Fleet                string
+	Region, Zone, NetworkGroup string
 }
 
 // Machine is one simulated machine.
@@ -85,6 +97,9 @@ func (s *Sandbox) KeyPath() string        { return filepath.Join(s.Dir, KeyFile)
 // Start writes the sandbox's files into opts.Dir and starts its machines.
 // On error nothing is left running.
 func Start(opts Options) (_ *Sandbox, err error) {
+	if len(opts.Like) > 0 {
+		opts.Hosts = len(opts.Like)
+	}
 	if opts.Hosts < 1 || opts.Hosts > MaxHosts {
 		return nil, fmt.Errorf("sandbox: --hosts must be from 1 to %d, got %d", MaxHosts, opts.Hosts)
 	}
@@ -135,7 +150,11 @@ func Start(opts Options) (_ *Sandbox, err error) {
 	}
 	var known strings.Builder
 	for i := 0; i < opts.Hosts; i++ {
-		m, env, err := Prepare(dir, i, opts.Hosts)
+		var spot *Spot
+		if len(opts.Like) > 0 {
+			spot = &opts.Like[i]
+		}
+		m, env, err := prepare(dir, i, opts.Hosts, spot)
 		if err != nil {
 			return nil, err
 		}
@@ -185,6 +204,10 @@ func Start(opts Options) (_ *Sandbox, err error) {
 // and machines/ in it, must be the current user's and writable by no one
 // else (they are created so when missing).
 func Prepare(dir string, i, n int) (Machine, []string, error) {
+	return prepare(dir, i, n, nil)
+}
+
+func prepare(dir string, i, n int, spot *Spot) (Machine, []string, error) {
 	if err := ownDirs(dir); err != nil {
 		return Machine{}, nil, err
 	}
@@ -195,6 +218,14 @@ func Prepare(dir string, i, n int) (Machine, []string, error) {
 		}
 	}
 	m := plan(i, n, recordings.Machines())
+	if spot != nil {
+		m.Name, m.Fleet = spot.Name, spot.Fleet
+		m.Region, m.Zone, m.Network = spot.Region, spot.Zone, spot.NetworkGroup
+		m.GPUUUIDs = m.GPUUUIDs[:0]
+		for g := 0; g < m.Model.GPUs; g++ {
+			m.GPUUUIDs = append(m.GPUUUIDs, gpuUUID(m.Name, g))
+		}
+	}
 	m.Dir = filepath.Join(dir, "machines", m.Name)
 	if err := writeMachine(&m); err != nil {
 		return Machine{}, nil, err
