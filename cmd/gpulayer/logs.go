@@ -1,0 +1,205 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpulayer/gpulayer/config"
+	"github.com/gpulayer/gpulayer/internal/iostreams"
+	"github.com/gpulayer/gpulayer/reconcile/launch"
+	"github.com/gpulayer/gpulayer/reconcile/state"
+	"github.com/gpulayer/gpulayer/ssh"
+)
+
+type logsOptions struct {
+	f         *factory
+	job       string
+	node      int
+	follow    bool
+	tail      int
+	statePath string
+	vars      []config.VarArg
+	environ   []string
+	// interval is how often --follow asks each node for more.
+	interval time.Duration
+}
+
+func newCmdLogs(f *factory, runF func(*logsOptions) error) *cobra.Command {
+	opts := &logsOptions{f: f, interval: time.Second}
+	cmd := &cobra.Command{
+		Use:   "logs JOB",
+		Short: "Print the logs of a job's nodes",
+		Long: `logs prints the end of each node's log (~/.gpulayer/runs/JOB/RUN/node-N.log
+on its machine), each line prefixed with its node and host. --follow keeps
+printing what the nodes add, until Ctrl-C. The configuration in the current
+directory (or --chdir) says how to reach the hosts.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.job = args[0]
+			opts.environ = os.Environ()
+			if opts.tail < 1 {
+				return fmt.Errorf("--tail must be at least 1, got %d", opts.tail)
+			}
+			if opts.node < -1 {
+				return fmt.Errorf("--node must be a node rank (0, 1, ...), got %d", opts.node)
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return logsRun(opts)
+		},
+	}
+	addVarFlags(cmd, &opts.vars)
+	addStateFlags(cmd, &opts.statePath, nil)
+	cmd.Flags().IntVar(&opts.node, "node", -1, "only the node of rank `N`")
+	cmd.Flags().BoolVarP(&opts.follow, "follow", "f", false, "keep printing new lines until interrupted")
+	cmd.Flags().IntVar(&opts.tail, "tail", 20, "print the last `N` lines of each log first")
+	return cmd
+}
+
+func logsRun(opts *logsOptions) error {
+	io := opts.f.IO
+	ctx, stop := interruptible()
+	defer stop()
+	cfg, err := loadConfig(io, ".", opts.vars, opts.environ)
+	if err != nil {
+		return err
+	}
+	st, err := newWorkspace(".", opts.statePath).backend().Load(ctx)
+	if err != nil {
+		return err
+	}
+	job := st.Job(opts.job)
+	if job == nil {
+		return fmt.Errorf("no job %q in state: gpulayer has not launched it (see gpulayer show)", opts.job)
+	}
+	targets, err := configTargets(cfg)
+	if err != nil {
+		return err
+	}
+	var nodes []state.Node
+	for _, n := range job.Nodes {
+		if opts.node < 0 || n.Rank == opts.node {
+			nodes = append(nodes, n)
+		}
+	}
+	if len(nodes) == 0 {
+		return fmt.Errorf("job %q has no node %d (it has %d nodes)", opts.job, opts.node, len(job.Nodes))
+	}
+	pool := ssh.NewPool(ssh.Options{MaxOutputBytes: 2 * launch.MaxLogChunk})
+	defer pool.Close()
+	out := &prefixedWriter{io: io}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []string
+	for _, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := followNode(ctx, pool, targets, job, n, opts, out); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Sprintf("node %d on %s: %v", n.Rank, n.Host, err))
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// followNode prints a node's last lines, then, with --follow, what it adds.
+func followNode(ctx context.Context, pool *ssh.Pool, targets map[string]ssh.Target, job *state.Job, n state.Node, opts *logsOptions, out *prefixedWriter) error {
+	t, ok := targets[n.Host]
+	if !ok {
+		return fmt.Errorf("host %s is not declared; gpulayer does not know how to reach it", n.Host)
+	}
+	prefix := fmt.Sprintf("[%s %d %s] ", job.Name, n.Rank, n.Host)
+	fetch := func(lines int, from int64) (launch.LogChunk, error) {
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		res, err := pool.Run(cctx, t, launch.Command("logs", job.Name, job.RunID, strconv.Itoa(n.Rank)),
+			strings.NewReader(launch.LogsScript(job.Name, job.RunID, n.Rank, lines, from)))
+		if err != nil {
+			return launch.LogChunk{}, err
+		}
+		return launch.ParseLogs(res.Stdout)
+	}
+	chunk, err := fetch(opts.tail, 0)
+	if err != nil {
+		return err
+	}
+	if chunk.Size < 0 && !opts.follow {
+		return fmt.Errorf("no log yet at ~/%s", launch.LogPath(job.Name, job.RunID, n.Rank))
+	}
+	out.write(prefix, chunk.Text)
+	if !opts.follow {
+		out.flush(prefix)
+		return nil
+	}
+	offset := max(chunk.Size, 0)
+	for {
+		select {
+		case <-ctx.Done():
+			out.flush(prefix)
+			return nil
+		case <-time.After(opts.interval):
+		}
+		chunk, err := fetch(0, offset)
+		if err != nil {
+			if ctx.Err() != nil {
+				out.flush(prefix)
+				return nil
+			}
+			return err
+		}
+		if chunk.Size >= 0 && chunk.Size < offset {
+			// The log was cut or replaced: start again from its start.
+			offset = 0
+			continue
+		}
+		out.write(prefix, chunk.Text)
+		offset += int64(len(chunk.Text))
+	}
+}
+
+// prefixedWriter prints complete lines of several nodes' logs, each with
+// its node's prefix, one line at a time, made safe for a terminal.
+type prefixedWriter struct {
+	io      *iostreams.IOStreams
+	mu      sync.Mutex
+	partial map[string]string
+}
+
+func (w *prefixedWriter) write(prefix, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.partial == nil {
+		w.partial = map[string]string{}
+	}
+	text = w.partial[prefix] + text
+	lines := strings.Split(text, "\n")
+	w.partial[prefix] = lines[len(lines)-1]
+	for _, l := range lines[:len(lines)-1] {
+		fmt.Fprintln(w.io.Out, prefix+iostreams.Sanitize(strings.TrimSuffix(l, "\r"), false))
+	}
+}
+
+// flush prints a last line that did not end in a newline.
+func (w *prefixedWriter) flush(prefix string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if l := w.partial[prefix]; l != "" {
+		fmt.Fprintln(w.io.Out, prefix+iostreams.Sanitize(l, false))
+		w.partial[prefix] = ""
+	}
+}
