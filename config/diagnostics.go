@@ -210,3 +210,56 @@ func WriteDiagnosticsJSON(w io.Writer, diags hcl.Diagnostics) error {
 	enc.SetIndent("", "  ")
 	return enc.Encode(NewReport(diags))
 }
+
+// maxDiagnosticsPerFile is how many diagnostics of one file are shown. A
+// binary or badly broken file can yield one per byte, hundreds of megabytes
+// of text that nobody reads; the first ones are what a person fixes.
+const maxDiagnosticsPerFile = 20
+
+// capPerFile keeps the first maxDiagnosticsPerFile diagnostics of each
+// file and replaces the rest by one that counts them. diags must be sorted
+// (sortDiagnostics), so that those of a file are together.
+func capPerFile(diags hcl.Diagnostics) hcl.Diagnostics {
+	out := diags[:0:0]
+	for i := 0; i < len(diags); {
+		name := ""
+		if diags[i].Subject != nil {
+			name = diags[i].Subject.Filename
+		}
+		j := i
+		for j < len(diags) && diags[j].Subject != nil && diags[j].Subject.Filename == name {
+			j++
+		}
+		if j == i { // no range: not a file's, never capped
+			out = append(out, diags[i])
+			i++
+			continue
+		}
+		if j-i <= maxDiagnosticsPerFile {
+			out = append(out, diags[i:j]...)
+			i = j
+			continue
+		}
+		out = append(out, diags[i:i+maxDiagnosticsPerFile]...)
+		errs, warns := 0, 0
+		for _, d := range diags[i+maxDiagnosticsPerFile : j] {
+			if d.Severity == hcl.DiagError {
+				errs++
+			} else {
+				warns++
+			}
+		}
+		more := &hcl.Diagnostic{
+			Severity: hcl.DiagWarning,
+			Summary:  "More problems not shown",
+			Detail: fmt.Sprintf("...and %d more in %s (%d errors, %d warnings), not shown: gpulayer shows at most %d per file. Fix the ones above and run again.",
+				j-i-maxDiagnosticsPerFile, name, errs, warns, maxDiagnosticsPerFile),
+		}
+		if errs > 0 {
+			more.Severity = hcl.DiagError
+		}
+		out = append(out, more)
+		i = j
+	}
+	return out
+}

@@ -91,8 +91,7 @@ func Load(dir string, opts LoadOptions) (*Config, hcl.Diagnostics) {
 		// As Terraform does: a file that does not parse would make every
 		// later check report consequences of the same typo.
 		l.cfg.Files = l.parser.Files()
-		sortDiagnostics(l.diags)
-		return l.cfg, l.diags
+		return l.cfg, finish(l.diags)
 	}
 	l.variables(blocks["variable"])
 	l.localValues(blocks["locals"])
@@ -102,8 +101,13 @@ func Load(dir string, opts LoadOptions) (*Config, hcl.Diagnostics) {
 	l.jobs(blocks["job"])
 	l.crossChecks()
 	l.cfg.Files = l.parser.Files()
-	sortDiagnostics(l.diags)
-	return l.cfg, l.diags
+	return l.cfg, finish(l.diags)
+}
+
+// finish orders diagnostics and caps them per file.
+func finish(diags hcl.Diagnostics) hcl.Diagnostics {
+	sortDiagnostics(diags)
+	return capPerFile(diags)
 }
 
 // readFiles parses the configuration files of dir in lexical order and
@@ -140,7 +144,7 @@ func (l *loader) readFiles() (blocks map[string]hcl.Blocks, syntaxOK bool) {
 	}
 	for _, name := range names {
 		path := filepath.Join(l.dir, name)
-		f, diags := l.parseFile(path)
+		f, diags := l.parseFile(path, "Cannot read configuration file")
 		l.add(diags...)
 		if diags.HasErrors() {
 			syntaxOK = false
@@ -157,12 +161,25 @@ func (l *loader) readFiles() (blocks map[string]hcl.Blocks, syntaxOK bool) {
 	return blocks, syntaxOK
 }
 
-// parseFile parses native or JSON syntax by the file's suffix.
-func (l *loader) parseFile(path string) (*hcl.File, hcl.Diagnostics) {
-	if strings.HasSuffix(path, ".json") {
-		return l.parser.ParseJSONFile(path)
+// parseFile reads a configuration or variable file and parses it, as
+// native or JSON syntax by its suffix. A file that ReadSource refuses, or
+// that nests too deep for the parser, gets one diagnostic (summary says
+// what the file was meant to be) and is not parsed.
+func (l *loader) parseFile(path, summary string) (*hcl.File, hcl.Diagnostics) {
+	src, err := ReadSource(path)
+	if err != nil {
+		return nil, hcl.Diagnostics{readDiagnostic(summary, err)}
 	}
-	return l.parser.ParseHCLFile(path)
+	if strings.HasSuffix(path, ".json") {
+		if off := jsonNestingTooDeep(src, true); off >= 0 {
+			return nil, hcl.Diagnostics{nestingDiagnostic(src, off, path, path)}
+		}
+		return l.parser.ParseJSON(src, path)
+	}
+	if off := nestingTooDeep(src, syntaxConfig); off >= 0 {
+		return nil, hcl.Diagnostics{nestingDiagnostic(src, off, path, path)}
+	}
+	return l.parser.ParseHCL(src, path)
 }
 
 func isConfigFile(name string) bool {

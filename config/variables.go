@@ -171,6 +171,11 @@ func (l *loader) valueFromString(v *Variable, text, source string) {
 		l.setValue(v, variableValue{value: cty.StringVal(text), rng: rng, source: source})
 		return
 	}
+	if off := nestingTooDeep([]byte(text), syntaxExpression); off >= 0 {
+		l.add(nestingDiagnostic([]byte(text), off, rng.Filename, fmt.Sprintf("The value for variable %q from %s", v.Name, source)))
+		v.Value, v.set = cty.DynamicVal, true
+		return
+	}
 	expr, diags := hclsyntax.ParseExpression([]byte(text), rng.Filename, hcl.InitialPos)
 	if !diags.HasErrors() {
 		var val cty.Value
@@ -251,21 +256,7 @@ func (l *loader) commandLineValues(decls map[string]*Variable) {
 // varFile reads name = value lines. An undeclared name is a warning in a
 // file found automatically and an error in one named on the command line.
 func (l *loader) varFile(decls map[string]*Variable, path string, undeclaredSeverity hcl.DiagnosticSeverity) {
-	var f *hcl.File
-	var diags hcl.Diagnostics
-	if _, err := os.Stat(path); err != nil {
-		l.add(&hcl.Diagnostic{
-			Severity: hcl.DiagError,
-			Summary:  "Cannot read variable file",
-			Detail:   fmt.Sprintf("Reading %s: %s.", path, pathError(err)),
-		})
-		return
-	}
-	if strings.HasSuffix(path, ".json") {
-		f, diags = l.parser.ParseJSONFile(path)
-	} else {
-		f, diags = l.parser.ParseHCLFile(path)
-	}
+	f, diags := l.parseFile(path, "Cannot read variable file")
 	l.add(diags...)
 	if f == nil || diags.HasErrors() {
 		return
