@@ -13,7 +13,7 @@ import (
 // functions is the function table of every expression: the go-cty standard
 // library under the names Terraform users know, plus file() relative to dir.
 func functions(dir string) map[string]function.Function {
-	return map[string]function.Function{
+	funcs := map[string]function.Function{
 		"abs":             stdlib.AbsoluteFunc,
 		"can":             tryfunc.CanFunc,
 		"ceil":            stdlib.CeilFunc,
@@ -81,6 +81,14 @@ func functions(dir string) map[string]function.Function {
 		"values":          stdlib.ValuesFunc,
 		"zipmap":          stdlib.ZipmapFunc,
 	}
+	for name, f := range funcs {
+		// can and try take expressions rather than values; hcl evaluates
+		// those itself, marks and all.
+		if name != "can" && name != "try" {
+			funcs[name] = sensitiveArgs(f)
+		}
+	}
+	return funcs
 }
 
 // fileFunc reads a UTF-8 text file. A relative path is taken from the

@@ -61,6 +61,9 @@ type loader struct {
 	funcs  map[string]function.Function
 	diags  hcl.Diagnostics
 	cfg    *Config
+	// secrets are the sensitive values seen so far, kept out of every
+	// diagnostic and snippet.
+	secrets *secrets
 
 	vars   *namespace
 	locals *namespace
@@ -80,18 +83,18 @@ func (l *loader) add(diags ...*hcl.Diagnostic) { l.diags = append(l.diags, diags
 // diagnostics hold no error.
 func Load(dir string, opts LoadOptions) (*Config, hcl.Diagnostics) {
 	l := &loader{
-		dir:    dir,
-		opts:   opts,
-		parser: hclparse.NewParser(),
-		funcs:  functions(dir),
-		cfg:    &Config{Dir: dir},
+		dir:     dir,
+		opts:    opts,
+		parser:  hclparse.NewParser(),
+		funcs:   functions(dir),
+		cfg:     &Config{Dir: dir},
+		secrets: newSecrets(),
 	}
 	blocks, syntaxOK := l.readFiles()
 	if !syntaxOK {
 		// As Terraform does: a file that does not parse would make every
 		// later check report consequences of the same typo.
-		l.cfg.Files = l.parser.Files()
-		return l.cfg, finish(l.diags)
+		return l.finish()
 	}
 	l.variables(blocks["variable"])
 	l.localValues(blocks["locals"])
@@ -100,14 +103,24 @@ func Load(dir string, opts LoadOptions) (*Config, hcl.Diagnostics) {
 	l.fleets(blocks["fleet"])
 	l.jobs(blocks["job"])
 	l.crossChecks()
-	l.cfg.Files = l.parser.Files()
-	return l.cfg, finish(l.diags)
+	return l.finish()
 }
 
-// finish orders diagnostics and caps them per file.
-func finish(diags hcl.Diagnostics) hcl.Diagnostics {
-	sortDiagnostics(diags)
-	return capPerFile(diags)
+// finish orders the diagnostics, redacts sensitive values from them and
+// from the sources their snippets are cut from, and caps them per file.
+func (l *loader) finish() (*Config, hcl.Diagnostics) {
+	l.cfg.Files = l.secrets.mask(l.parser.Files())
+	sortDiagnostics(l.diags)
+	l.secrets.scrub(l.diags)
+	return l.cfg, capPerFile(l.diags)
+}
+
+// decoder is a decoder for scope s that records the sensitive values it
+// evaluates.
+func (l *loader) decoder(s *scope) *decoder {
+	d := newDecoder(s, l.funcs)
+	d.secrets = l.secrets
+	return d
 }
 
 // readFiles parses the configuration files of dir in lexical order and

@@ -87,6 +87,9 @@ func (l *loader) variables(blocks hcl.Blocks) {
 		literal.str(content.Attributes, "description", &v.Description)
 		literal.boolean(content.Attributes, "sensitive", &v.Sensitive)
 		if attr := content.Attributes["default"]; attr != nil {
+			if v.Sensitive {
+				l.secrets.addRange(attr.Expr.Range())
+			}
 			v.HasDefault = true
 			v.Value = cty.NullVal(v.Type)
 			diags, ok := literal.scope.check(attr.Expr)
@@ -137,6 +140,9 @@ func (l *loader) variables(blocks hcl.Blocks) {
 			continue
 		}
 		l.vars.values[v.Name] = v.Value
+		if v.Sensitive {
+			l.vars.values[v.Name] = v.Value.Mark(sensitiveMark{})
+		}
 	}
 	for _, v := range l.cfg.Variables {
 		if v.HasValue() {
@@ -148,6 +154,9 @@ func (l *loader) variables(blocks hcl.Blocks) {
 // setValue converts a given value to the variable's type and records it.
 func (l *loader) setValue(v *Variable, given variableValue) {
 	val, _ := given.value.UnmarkDeep()
+	if v.Sensitive {
+		l.secrets.addValue(val)
+	}
 	cv, err := convert.Convert(val, v.Type)
 	if err != nil {
 		l.add(&hcl.Diagnostic{
@@ -167,6 +176,9 @@ func (l *loader) setValue(v *Variable, given variableValue) {
 // a list, map or object, as Terraform does.
 func (l *loader) valueFromString(v *Variable, text, source string) {
 	rng := hcl.Range{Filename: fmt.Sprintf("<value for var.%s>", v.Name), Start: hcl.InitialPos, End: hcl.InitialPos}
+	if v.Sensitive {
+		l.secrets.addText(text)
+	}
 	if v.Type == cty.DynamicPseudoType || v.Type.IsPrimitiveType() {
 		l.setValue(v, variableValue{value: cty.StringVal(text), rng: rng, source: source})
 		return
@@ -267,6 +279,9 @@ func (l *loader) varFile(decls map[string]*Variable, path string, undeclaredSeve
 	for _, name := range sortedAttributeNames(attrs) {
 		attr := attrs[name]
 		v := decls[name]
+		if v != nil && v.Sensitive {
+			l.secrets.addRange(attr.Expr.Range())
+		}
 		if v == nil {
 			l.add(&hcl.Diagnostic{
 				Severity: undeclaredSeverity,
@@ -306,7 +321,7 @@ func (l *loader) validate(v *Variable, rules []validationRule) {
 	if !v.Value.IsWhollyKnown() {
 		return
 	}
-	d := newDecoder(newScope().with("var", l.vars), l.funcs)
+	d := l.decoder(newScope().with("var", l.vars))
 	for _, r := range rules {
 		diags, ok := d.scope.check(r.condition)
 		l.add(diags...)
@@ -318,6 +333,7 @@ func (l *loader) validate(v *Variable, rules []validationRule) {
 		if diags.HasErrors() {
 			continue
 		}
+		cond, _ = cond.UnmarkDeep() // true or false says nothing of the value
 		cond, err := convert.Convert(cond, cty.Bool)
 		if err != nil || cond.IsNull() || !cond.IsKnown() {
 			l.add(&hcl.Diagnostic{
@@ -332,10 +348,15 @@ func (l *loader) validate(v *Variable, rules []validationRule) {
 			continue
 		}
 		msg := "The value does not pass its validation rule."
-		if m, diags := r.errorMessage.Value(d.ctx); !diags.HasErrors() && m.Type() == cty.String && m.IsKnown() && !m.IsNull() {
-			msg = m.AsString()
-		} else {
+		m, diags := r.errorMessage.Value(d.ctx)
+		switch {
+		case diags.HasErrors() || m.Type() != cty.String || !m.IsWhollyKnown() || m.IsNull():
 			l.add(diags...)
+		case m.ContainsMarked():
+			// As Terraform does: the message would show the value.
+			msg = "The error message of the validation rule includes a sensitive value, so it is not shown."
+		default:
+			msg = m.AsString()
 		}
 		// What refers to the variable is not checked again with a value
 		// already known to be wrong.
