@@ -64,6 +64,9 @@ type loader struct {
 	// secrets are the sensitive values seen so far, kept out of every
 	// diagnostic and snippet.
 	secrets *secrets
+	// unparsed are files read but refused before parsing (nested too
+	// deep), kept so that their diagnostic shows the line.
+	unparsed map[string]*hcl.File
 
 	vars   *namespace
 	locals *namespace
@@ -83,12 +86,13 @@ func (l *loader) add(diags ...*hcl.Diagnostic) { l.diags = append(l.diags, diags
 // diagnostics hold no error.
 func Load(dir string, opts LoadOptions) (*Config, hcl.Diagnostics) {
 	l := &loader{
-		dir:     dir,
-		opts:    opts,
-		parser:  hclparse.NewParser(),
-		funcs:   functions(dir),
-		cfg:     &Config{Dir: dir},
-		secrets: newSecrets(),
+		dir:      dir,
+		opts:     opts,
+		parser:   hclparse.NewParser(),
+		funcs:    functions(dir),
+		cfg:      &Config{Dir: dir},
+		secrets:  newSecrets(),
+		unparsed: map[string]*hcl.File{},
 	}
 	blocks, syntaxOK := l.readFiles()
 	if !syntaxOK {
@@ -109,7 +113,14 @@ func Load(dir string, opts LoadOptions) (*Config, hcl.Diagnostics) {
 // finish orders the diagnostics, redacts sensitive values from them and
 // from the sources their snippets are cut from, and caps them per file.
 func (l *loader) finish() (*Config, hcl.Diagnostics) {
-	l.cfg.Files = l.secrets.mask(l.parser.Files())
+	files := map[string]*hcl.File{}
+	for name, f := range l.unparsed {
+		files[name] = f
+	}
+	for name, f := range l.parser.Files() {
+		files[name] = f
+	}
+	l.cfg.Files = l.secrets.mask(files)
 	sortDiagnostics(l.diags)
 	l.secrets.scrub(l.diags)
 	return l.cfg, capPerFile(l.diags)
@@ -185,11 +196,13 @@ func (l *loader) parseFile(path, summary string) (*hcl.File, hcl.Diagnostics) {
 	}
 	if strings.HasSuffix(path, ".json") {
 		if off := jsonNestingTooDeep(src, true); off >= 0 {
+			l.unparsed[path] = &hcl.File{Bytes: src}
 			return nil, hcl.Diagnostics{nestingDiagnostic(src, off, path, path)}
 		}
 		return l.parser.ParseJSON(src, path)
 	}
 	if off := nestingTooDeep(src, syntaxConfig); off >= 0 {
+		l.unparsed[path] = &hcl.File{Bytes: src}
 		return nil, hcl.Diagnostics{nestingDiagnostic(src, off, path, path)}
 	}
 	return l.parser.ParseHCL(src, path)
