@@ -44,17 +44,17 @@ var badFiles = []struct {
 		if err := syscall.Mkfifo(path, 0o644); err != nil {
 			t.Skipf("mkfifo: %v", err)
 		}
-	}, "", "is a named pipe, not a regular file"},
+	}, "", "is not a regular file (a FIFO)"},
 	{"link to /dev/zero", func(t *testing.T, path string) {
 		if err := os.Symlink("/dev/zero", path); err != nil {
 			t.Fatal(err)
 		}
-	}, "", "is a character device, not a regular file"},
+	}, "", "is not a regular file (a character device)"},
 	{"larger than 1 MiB", func(t *testing.T, path string) {
 		if err := os.WriteFile(path, []byte(strings.Repeat("# padding\n", (1<<20)/10+1)), 0o644); err != nil {
 			t.Fatal(err)
 		}
-	}, "", "gpulayer reads at most 1 MiB"},
+	}, "", "at most 1 MiB is read"},
 	{"binary with NUL bytes", func(t *testing.T, path string) {
 		b := make([]byte, 50_000)
 		for i := range b {
@@ -116,8 +116,8 @@ func TestFileFunctionRefusesDevicesAndLargeFiles(t *testing.T) {
 	big := writeFile(t, dir, "big.txt", strings.Repeat("x", maxFileBytes+1))
 	writeFile(t, dir, "main.hcl", fmt.Sprintf("locals {\n  a = file(%q)\n  b = file(%q)\n}\n", "/dev/zero", big))
 	diags := loadWithin(t, dir, LoadOptions{})
-	if len(diags) != 2 || !strings.Contains(diags[0].Detail, "/dev/zero is a character device") ||
-		!strings.Contains(diags[1].Detail, "gpulayer reads at most 4 MiB") {
+	if len(diags) != 2 || !strings.Contains(diags[0].Detail, "/dev/zero is not a regular file (a character device)") ||
+		!strings.Contains(diags[1].Detail, "at most 4 MiB is read") {
 		t.Fatalf("diagnostics:\n%s", diagList(diags))
 	}
 }

@@ -102,7 +102,7 @@ func fmtRun(opts *fmtOptions) error {
 			}
 		}
 		if !opts.check {
-			if err := atomicfile.Replace(name, out); err != nil {
+			if err := replaceFile(name, out); err != nil {
 				return fmt.Errorf("fmt: %w", err)
 			}
 		}
@@ -190,6 +190,25 @@ func fmtFiles(paths []string, recursive bool) (files, links []string, err error)
 	sort.Strings(files)
 	sort.Strings(links)
 	return files, links, nil
+}
+
+// replaceFile writes data over the regular file at name, keeping its mode,
+// through a temporary file renamed over it: a full disk, a file-size limit
+// or a crash leaves the old file or the new one, never a cut one. A file
+// that became a link since it was listed is refused, not replaced.
+func replaceFile(name string, data []byte) error {
+	info, err := os.Lstat(name)
+	if err != nil {
+		return err
+	}
+	if !info.Mode().IsRegular() {
+		return fmt.Errorf("%s is no longer a regular file; not written", iostreams.Sanitize(name, false))
+	}
+	const keep = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
+	if err := atomicfile.Write(name, data, info.Mode()&keep); err != nil {
+		return fmt.Errorf("writing %s: %w", iostreams.Sanitize(name, false), err)
+	}
+	return nil
 }
 
 // linkNotFormatted is the warning for a symbolic link fmt leaves alone.

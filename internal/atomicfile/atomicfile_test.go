@@ -1,98 +1,69 @@
 package atomicfile
 
 import (
-	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
 )
 
-func TestWriteFileGivesExactModeWhateverTheUmask(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "state.json")
-	for _, perm := range []fs.FileMode{0o600, 0o664, 0o755} {
-		if err := WriteFile(path, []byte("x"), perm); err != nil {
-			t.Fatal(err)
-		}
-		info, err := os.Stat(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if info.Mode().Perm() != perm {
-			t.Errorf("mode %v, want %v", info.Mode().Perm(), perm)
-		}
+// writes are the two ways to write a file, tested alike.
+var writes = map[string]func(string, []byte, os.FileMode) error{"Write": Write, "Replace": Replace}
+
+func TestWriteReplacesTheFileWithTheGivenMode(t *testing.T) {
+	for name, write := range writes {
+		t.Run(name, func(t *testing.T) { testWriteReplacesTheFile(t, write) })
 	}
 }
 
-func TestReplaceKeepsModeAndContentsChange(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "main.hcl")
-	if err := os.WriteFile(path, []byte("old"), 0o600); err != nil {
+func testWriteReplacesTheFile(t *testing.T, write func(string, []byte, os.FileMode) error) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f")
+	if err := os.WriteFile(path, []byte("old"), 0o666); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chmod(path, 0o640); err != nil {
-		t.Fatal(err)
-	}
-	if err := Replace(path, []byte("new")); err != nil {
+	if err := write(path, []byte("new"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(path)
-	if err != nil || string(b) != "new" {
-		t.Fatalf("contents %q, %v", b, err)
-	}
-	info, _ := os.Stat(path)
-	if info.Mode().Perm() != 0o640 {
-		t.Errorf("mode %v, want 0640", info.Mode().Perm())
-	}
-}
-
-func TestReplaceRefusesSymlinkAndMissingFile(t *testing.T) {
-	dir := t.TempDir()
-	target := filepath.Join(dir, "target.hcl")
-	link := filepath.Join(dir, "link.hcl")
-	if err := os.WriteFile(target, []byte("old"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(target, link); err != nil {
-		t.Fatal(err)
-	}
-	err := Replace(link, []byte("new"))
-	if !errors.Is(err, ErrNotRegular) {
-		t.Fatalf("Replace(link) = %v, want ErrNotRegular", err)
-	}
-	if fi, _ := os.Lstat(link); fi.Mode()&fs.ModeSymlink == 0 {
-		t.Error("the link was replaced")
-	}
-	if b, _ := os.ReadFile(target); string(b) != "old" {
-		t.Errorf("target became %q", b)
-	}
-	if err := Replace(filepath.Join(dir, "missing.hcl"), nil); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("Replace(missing) = %v, want not exist", err)
-	}
-}
-
-func TestFailedWriteLeavesOldFileAndNoTemporary(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "main.hcl")
-	if err := os.WriteFile(path, []byte("old"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	// A directory in the way of the rename makes the last step fail after
-	// the temporary file was written.
-	sub := filepath.Join(dir, "sub")
-	if err := os.MkdirAll(filepath.Join(sub, "x"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	err := WriteFile(sub, []byte("new"), 0o644)
-	var pe *fs.PathError
-	if !errors.As(err, &pe) || pe.Path != sub {
-		t.Fatalf("WriteFile over a directory = %v, want a *fs.PathError naming it", err)
+	st, _ := os.Stat(path)
+	if err != nil || string(b) != "new" || st.Mode().Perm() != 0o600 {
+		t.Fatalf("content %q mode %v err %v", b, st.Mode(), err)
 	}
 	entries, _ := os.ReadDir(dir)
-	if len(entries) != 2 {
-		names := []string{}
-		for _, e := range entries {
-			names = append(names, e.Name())
-		}
-		t.Errorf("directory holds %v, want main.hcl and sub only", names)
+	if len(entries) != 1 {
+		t.Fatalf("temporary files left: %v", entries)
+	}
+}
+
+func TestWriteReplacesALinkRatherThanFollowIt(t *testing.T) {
+	for name, write := range writes {
+		t.Run(name, func(t *testing.T) { testWriteReplacesALink(t, write) })
+	}
+}
+
+func testWriteReplacesALink(t *testing.T, write func(string, []byte, os.FileMode) error) {
+	dir := t.TempDir()
+	victim := filepath.Join(dir, "victim")
+	if err := os.WriteFile(victim, []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "f")
+	if err := os.Symlink(victim, path); err != nil {
+		t.Fatal(err)
+	}
+	if err := write(path, []byte("new"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "keep" {
+		t.Fatalf("the link was followed: victim holds %q", b)
+	}
+	if st, err := os.Lstat(path); err != nil || !st.Mode().IsRegular() {
+		t.Fatalf("path is not a regular file: %v %v", st, err)
+	}
+}
+
+func TestWriteIntoAMissingDirectoryFails(t *testing.T) {
+	if err := Write(filepath.Join(t.TempDir(), "no", "f"), nil, 0o644); err == nil {
+		t.Fatal("no error")
 	}
 }
