@@ -130,7 +130,7 @@ func (l *loader) checkName(kind, name string, rng hcl.Range) bool {
 
 func (l *loader) sshBlocks(blocks hcl.Blocks) {
 	l.sshs = &namespace{noun: "ssh block", plural: "ssh blocks", names: map[string]bool{}, values: map[string]cty.Value{}}
-	d := newDecoder(newScope().with("var", l.vars).with("local", l.locals), l.funcs)
+	d := l.decoder(newScope().with("var", l.vars).with("local", l.locals))
 	declared := map[string]hcl.Range{}
 	for _, b := range blocks {
 		name, ok := l.declare(declared, "ssh block", true, b)
@@ -160,7 +160,7 @@ func (l *loader) sshBlocks(blocks hcl.Blocks) {
 		}
 		d.duration(a, "connect_timeout", &s.ConnectTimeout)
 		l.sshs.names[name] = true
-		l.sshs.values[name] = cty.ObjectVal(map[string]cty.Value{
+		l.sshs.values[name] = d.object(a, map[string]cty.Value{
 			"name":            cty.StringVal(s.Name),
 			"user":            cty.StringVal(s.User),
 			"port":            cty.NumberIntVal(int64(s.Port)),
@@ -178,7 +178,7 @@ func (l *loader) sshBlocks(blocks hcl.Blocks) {
 
 func (l *loader) policies(blocks hcl.Blocks) {
 	l.pols = &namespace{noun: "policy", plural: "policies", names: map[string]bool{}, values: map[string]cty.Value{}}
-	d := newDecoder(newScope().with("var", l.vars).with("local", l.locals).with("ssh", l.sshs), l.funcs)
+	d := l.decoder(newScope().with("var", l.vars).with("local", l.locals).with("ssh", l.sshs))
 	declared := map[string]hcl.Range{}
 	for _, b := range blocks {
 		name, ok := l.declare(declared, "policy", true, b)
@@ -197,7 +197,7 @@ func (l *loader) policies(blocks hcl.Blocks) {
 		d.strList(a, "regions", &p.Regions)
 		d.strMap(a, "labels", &p.Labels)
 		l.pols.names[name] = true
-		l.pols.values[name] = cty.ObjectVal(map[string]cty.Value{
+		l.pols.values[name] = d.object(a, map[string]cty.Value{
 			"name":             cty.StringVal(p.Name),
 			"group_locality":   cty.StringVal(p.GroupLocality),
 			"rank":             cty.StringVal(p.Rank),
@@ -225,7 +225,7 @@ func DefaultPolicy() *Policy {
 }
 
 func (l *loader) fleets(blocks hcl.Blocks) {
-	d := newDecoder(newScope().with("var", l.vars).with("local", l.locals).with("ssh", l.sshs), l.funcs)
+	d := l.decoder(newScope().with("var", l.vars).with("local", l.locals).with("ssh", l.sshs))
 	declared := map[string]hcl.Range{}
 	hostsSeen := map[string]*Host{}
 	sshByName := map[string]*SSH{}
@@ -411,7 +411,7 @@ func (l *loader) host(d *decoder, f *Fleet, b *hcl.Block) *Host {
 }
 
 func (l *loader) jobs(blocks hcl.Blocks) {
-	d := newDecoder(newScope().with("var", l.vars).with("local", l.locals).with("ssh", l.sshs).with("policy", l.pols), l.funcs)
+	d := l.decoder(newScope().with("var", l.vars).with("local", l.locals).with("ssh", l.sshs).with("policy", l.pols))
 	declared := map[string]hcl.Range{}
 	polByName := map[string]*Policy{}
 	for _, p := range l.cfg.Policies {

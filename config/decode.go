@@ -18,13 +18,45 @@ type decoder struct {
 	scope *scope
 	ctx   *hcl.EvalContext
 	diags hcl.Diagnostics
+	// secrets collects the values computed from sensitive variables; nil
+	// where nothing can refer to a variable.
+	secrets *secrets
+	// sensitive holds the ranges of attributes whose value was computed
+	// from a sensitive variable: a diagnostic about such a value, added
+	// after it was evaluated, gets a detail that does not quote it.
+	sensitive map[hcl.Range]bool
 }
 
 func newDecoder(s *scope, funcs map[string]function.Function) *decoder {
-	return &decoder{scope: s, ctx: s.evalContext(funcs)}
+	return &decoder{scope: s, ctx: s.evalContext(funcs), sensitive: map[hcl.Range]bool{}}
 }
 
-func (d *decoder) add(diags ...*hcl.Diagnostic) { d.diags = append(d.diags, diags...) }
+func (d *decoder) add(diags ...*hcl.Diagnostic) {
+	for _, diag := range diags {
+		if diag.Subject != nil && d.sensitive[*diag.Subject] {
+			diag.Detail = "The value is computed from a sensitive variable, so it is not shown here."
+		}
+	}
+	d.diags = append(d.diags, diags...)
+}
+
+// object is the value a block is referred to by (ssh.lab, policy.tight):
+// its attributes' decoded values, those computed from a sensitive variable
+// marked again, so that what refers to them is as sensitive.
+func (d *decoder) object(attrs hcl.Attributes, vals map[string]cty.Value) cty.Value {
+	for name, v := range vals {
+		if d.isSensitive(attrs[name]) {
+			vals[name] = v.Mark(sensitiveMark{})
+		}
+	}
+	return cty.ObjectVal(vals)
+}
+
+// isSensitive reports whether attr's value was computed from a sensitive
+// variable.
+func (d *decoder) isSensitive(attr *hcl.Attribute) bool {
+	return attr != nil && d.sensitive[attr.Expr.Range()]
+}
 
 // eval checks the references of attr, evaluates it and converts it to ty.
 // ok is false when the attribute is absent, null (which means "unset", as
@@ -42,6 +74,10 @@ func (d *decoder) eval(attr *hcl.Attribute, ty cty.Type) (v cty.Value, ok bool) 
 	d.add(diags...)
 	if diags.HasErrors() || v.IsNull() || !v.IsWhollyKnown() {
 		return cty.NilVal, false
+	}
+	if v.ContainsMarked() && d.secrets != nil {
+		d.secrets.addValue(v)
+		d.sensitive[attr.Expr.Range()] = true
 	}
 	v, _ = v.UnmarkDeep()
 	cv, err := convert.Convert(v, ty)
@@ -153,10 +189,14 @@ func (d *decoder) enum(attrs hcl.Attributes, name string, allowed []string, dst 
 			return true
 		}
 	}
-	d.add(&hcl.Diagnostic{
+	detail := fmt.Sprintf("%q is not a valid %s; allowed values are %s.%s", s, name, quotedList(allowed), didYouMean(s, allowed))
+	if d.isSensitive(attrs[name]) {
+		detail = fmt.Sprintf("The value, computed from a sensitive variable and not shown here, is not a valid %s; allowed values are %s.", name, quotedList(allowed))
+	}
+	d.diags = append(d.diags, &hcl.Diagnostic{
 		Severity: hcl.DiagError,
 		Summary:  "Invalid value for " + name,
-		Detail:   fmt.Sprintf("%q is not a valid %s; allowed values are %s.%s", s, name, quotedList(allowed), didYouMean(s, allowed)),
+		Detail:   detail,
 		Subject:  attrs[name].Expr.Range().Ptr(),
 	})
 	return false

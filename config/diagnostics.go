@@ -109,15 +109,46 @@ func writeSnippet(w *bufio.Writer, rng *hcl.Range, files map[string]*hcl.File, s
 	if end == start && start < len(runes) {
 		end = start + 1
 	}
+	runes, start, end = snippetWindow(runes, start, end)
 	before, marked, after := string(runes[:start]), string(runes[start:end]), string(runes[end:])
 	prefix := fmt.Sprintf("%4d: ", rng.Start.Line)
 	if isStyled(st) {
 		fmt.Fprintf(w, "%s%s%s%s\n\n", prefix, clean(before), st.mark.Render(clean(marked)), clean(after))
 		return
 	}
-	fmt.Fprintf(w, "%s%s\n", prefix, clean(line))
+	fmt.Fprintf(w, "%s%s\n", prefix, clean(before+marked+after))
 	fmt.Fprintf(w, "%s%s%s\n\n", strings.Repeat(" ", len(prefix)+utf8.RuneCountInString(clean(before))),
 		strings.Repeat("^", max(1, utf8.RuneCountInString(clean(marked)))), "")
+}
+
+// maxSnippetRunes is the widest source line a diagnostic shows: a
+// generated or minified file can be one line of a megabyte, and a snippet
+// of it would be a megabyte of text and another of carets.
+const maxSnippetRunes = 160
+
+// snippetWindow cuts a long line to maxSnippetRunes around the marked
+// range [start, end), with "..." where it was cut, and returns the range's
+// place in the cut line. A mark wider than the window is cut too.
+func snippetWindow(runes []rune, start, end int) ([]rune, int, int) {
+	if len(runes) <= maxSnippetRunes {
+		return runes, start, end
+	}
+	from := max(0, start-maxSnippetRunes/4)
+	to := min(len(runes), from+maxSnippetRunes)
+	from = max(0, to-maxSnippetRunes)
+	out := make([]rune, 0, maxSnippetRunes+6)
+	lead := 0
+	if from > 0 {
+		out = append(out, '.', '.', '.')
+		lead = 3
+	}
+	out = append(out, runes[from:to]...)
+	if to < len(runes) {
+		out = append(out, '.', '.', '.')
+	}
+	start = lead + start - from
+	end = lead + min(end, to) - from
+	return out, start, end
 }
 
 // isStyled reports whether the styles emit escape sequences at all.
@@ -209,4 +240,57 @@ func WriteDiagnosticsJSON(w io.Writer, diags hcl.Diagnostics) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(NewReport(diags))
+}
+
+// maxDiagnosticsPerFile is how many diagnostics of one file are shown. A
+// binary or badly broken file can yield one per byte, hundreds of megabytes
+// of text that nobody reads; the first ones are what a person fixes.
+const maxDiagnosticsPerFile = 20
+
+// capPerFile keeps the first maxDiagnosticsPerFile diagnostics of each
+// file and replaces the rest by one that counts them. diags must be sorted
+// (sortDiagnostics), so that those of a file are together.
+func capPerFile(diags hcl.Diagnostics) hcl.Diagnostics {
+	out := diags[:0:0]
+	for i := 0; i < len(diags); {
+		name := ""
+		if diags[i].Subject != nil {
+			name = diags[i].Subject.Filename
+		}
+		j := i
+		for j < len(diags) && diags[j].Subject != nil && diags[j].Subject.Filename == name {
+			j++
+		}
+		if j == i { // no range: not a file's, never capped
+			out = append(out, diags[i])
+			i++
+			continue
+		}
+		if j-i <= maxDiagnosticsPerFile {
+			out = append(out, diags[i:j]...)
+			i = j
+			continue
+		}
+		out = append(out, diags[i:i+maxDiagnosticsPerFile]...)
+		errs, warns := 0, 0
+		for _, d := range diags[i+maxDiagnosticsPerFile : j] {
+			if d.Severity == hcl.DiagError {
+				errs++
+			} else {
+				warns++
+			}
+		}
+		more := &hcl.Diagnostic{
+			Severity: hcl.DiagWarning,
+			Summary:  "More problems not shown",
+			Detail: fmt.Sprintf("...and %d more in %s (%d errors, %d warnings), not shown: gpulayer shows at most %d per file. Fix the ones above and run again.",
+				j-i-maxDiagnosticsPerFile, name, errs, warns, maxDiagnosticsPerFile),
+		}
+		if errs > 0 {
+			more.Severity = hcl.DiagError
+		}
+		out = append(out, more)
+		i = j
+	}
+	return out
 }

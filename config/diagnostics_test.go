@@ -99,3 +99,31 @@ func TestRenderingStripsControlBytesFromSource(t *testing.T) {
 		t.Errorf("control bytes reached the output:\n%q", buf.String())
 	}
 }
+
+func TestSnippetOfAVeryLongLineIsCutAroundTheRange(t *testing.T) {
+	dir := t.TempDir()
+	long := strings.Repeat("a", 300_000)
+	writeFile(t, dir, "main.hcl", "locals {\n  x = [\""+long+"\", local.nope, \""+long+"\"]\n}\n")
+	cfg, diags := Load(dir, LoadOptions{})
+	if len(diags) != 1 {
+		t.Fatalf("diagnostics:\n%s", diagList(diags))
+	}
+	var buf bytes.Buffer
+	if err := WriteDiagnostics(&buf, diags, cfg.Files, RenderOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(buf.String(), "\n")
+	var snippet, carets string
+	for i, l := range lines {
+		if strings.HasPrefix(l, "   2: ") {
+			snippet, carets = l, lines[i+1]
+		}
+	}
+	if len(snippet) > maxSnippetRunes+20 || !strings.HasPrefix(snippet, "   2: ...") || !strings.HasSuffix(snippet, "...") {
+		t.Fatalf("snippet line of %d bytes: %.200q", len(snippet), snippet)
+	}
+	col := strings.Index(carets, "^")
+	if col < 0 || snippet[col:col+len("local.nope")] != "local.nope" || strings.Count(carets, "^") != len("local.nope") {
+		t.Errorf("carets do not mark local.nope:\n%s\n%s", snippet, carets)
+	}
+}

@@ -9,9 +9,13 @@
 // (what each block may refer to, "Did you mean" for unknown names),
 // decode.go (typed attribute reading), address.go, functions.go,
 // diagnostics.go (Terraform-shaped text and the JSON report; colour only when
-// the caller asks), format.go (canonical formatting and its unified diff).
+// the caller asks; at most 20 per file), format.go (canonical formatting and
+// its unified diff), diff.go (the line diff behind it), source.go (how a
+// file is read: regular, bounded, text), nesting.go (the depth limit checked
+// before any parser sees a text), sensitive.go (keeping sensitive values out
+// of diagnostics).
 //
 // It does no I/O beyond reading the files it is given (configuration files,
-// variable files, and files named by file()). It knows nothing of SSH,
-// probing or placement.
+// variable files, and files named by file()), each bounded in size and
+// never a pipe or a device. It knows nothing of SSH, probing or placement.
 package config

@@ -13,10 +13,16 @@ import (
 // Format returns src in canonical layout (hclwrite's, as terraform fmt).
 // A file that does not parse is not formatted: the diagnostics say where
 // it is broken, since reformatting broken input could move code around.
+// Like Load, it refuses a text nested deeper than the parser's stack
+// allows, and reports at most 20 diagnostics and a count of the rest.
 func Format(src []byte, filename string) ([]byte, hcl.Diagnostics) {
+	if off := nestingTooDeep(src, syntaxConfig); off >= 0 {
+		return nil, hcl.Diagnostics{nestingDiagnostic(src, off, filename, filename)}
+	}
 	_, diags := hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
 	if diags.HasErrors() {
-		return nil, diags
+		sortDiagnostics(diags)
+		return nil, capPerFile(diags)
 	}
 	return hclwrite.Format(src), nil
 }
@@ -85,48 +91,6 @@ func hunkRange(start, n int) string {
 		return fmt.Sprintf("%d", start+1)
 	}
 	return fmt.Sprintf("%d,%d", start+1, n)
-}
-
-type diffOp struct {
-	kind         byte // ' ', '-', '+'
-	text         string
-	aLine, bLine int // 0-based position in a and b before this op
-}
-
-// diffLines is a longest-common-subsequence edit script. Configuration
-// files are small, so the quadratic table is fine.
-func diffLines(a, b []string) []diffOp {
-	n, m := len(a), len(b)
-	lcs := make([][]int32, n+1)
-	for i := range lcs {
-		lcs[i] = make([]int32, m+1)
-	}
-	for i := n - 1; i >= 0; i-- {
-		for j := m - 1; j >= 0; j-- {
-			if a[i] == b[j] {
-				lcs[i][j] = lcs[i+1][j+1] + 1
-			} else {
-				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
-			}
-		}
-	}
-	var ops []diffOp
-	i, j := 0, 0
-	for i < n || j < m {
-		switch {
-		case i < n && j < m && a[i] == b[j]:
-			ops = append(ops, diffOp{' ', a[i], i, j})
-			i++
-			j++
-		case i < n && (j == m || lcs[i+1][j] >= lcs[i][j+1]):
-			ops = append(ops, diffOp{'-', a[i], i, j})
-			i++
-		default:
-			ops = append(ops, diffOp{'+', b[j], i, j})
-			j++
-		}
-	}
-	return ops
 }
 
 func splitLines(b []byte) []string {

@@ -79,3 +79,14 @@ func TestUnifiedDiffSplitsDistantChangesIntoHunks(t *testing.T) {
 		t.Errorf("diff:\n%s", d)
 	}
 }
+
+func TestFormatRefusesNestingBeyondTheLimitAndCapsDiagnostics(t *testing.T) {
+	out, diags := Format([]byte("x = "+strings.Repeat("[", deep)+strings.Repeat("]", deep)+"\n"), "deep.hcl")
+	if out != nil || len(diags) != 1 || diags[0].Summary != "Nesting too deep" || diags[0].Subject.Filename != "deep.hcl" {
+		t.Fatalf("Format = %.40q, %s", out, diagList(diags))
+	}
+	out, diags = Format([]byte(strings.Repeat("x = ?\n", 100)), "broken.hcl")
+	if out != nil || len(diags) != maxDiagnosticsPerFile+1 || diags[len(diags)-1].Summary != "More problems not shown" {
+		t.Fatalf("Format = %.40q, %d diagnostics:\n%s", out, len(diags), diagList(diags))
+	}
+}

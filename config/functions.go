@@ -1,7 +1,6 @@
 package config
 
 import (
-	"os"
 	"path/filepath"
 	"unicode/utf8"
 
@@ -11,14 +10,10 @@ import (
 	"github.com/zclconf/go-cty/cty/function/stdlib"
 )
 
-// maxFileBytes bounds what file() reads, so that a typo naming a disk image
-// fails with a sentence instead of exhausting memory.
-const maxFileBytes = 4 << 20
-
 // functions is the function table of every expression: the go-cty standard
 // library under the names Terraform users know, plus file() relative to dir.
 func functions(dir string) map[string]function.Function {
-	return map[string]function.Function{
+	funcs := map[string]function.Function{
 		"abs":             stdlib.AbsoluteFunc,
 		"can":             tryfunc.CanFunc,
 		"ceil":            stdlib.CeilFunc,
@@ -40,7 +35,7 @@ func functions(dir string) map[string]function.Function {
 		"formatlist":      stdlib.FormatListFunc,
 		"indent":          stdlib.IndentFunc,
 		"join":            stdlib.JoinFunc,
-		"jsondecode":      stdlib.JSONDecodeFunc,
+		"jsondecode":      jsonDecodeFunc(),
 		"jsonencode":      stdlib.JSONEncodeFunc,
 		"keys":            stdlib.KeysFunc,
 		"length":          stdlib.LengthFunc,
@@ -86,6 +81,14 @@ func functions(dir string) map[string]function.Function {
 		"values":          stdlib.ValuesFunc,
 		"zipmap":          stdlib.ZipmapFunc,
 	}
+	for name, f := range funcs {
+		// can and try take expressions rather than values; hcl evaluates
+		// those itself, marks and all.
+		if name != "can" && name != "try" {
+			funcs[name] = sensitiveArgs(f)
+		}
+	}
+	return funcs
 }
 
 // fileFunc reads a UTF-8 text file. A relative path is taken from the
@@ -101,19 +104,9 @@ func fileFunc(dir string) function.Function {
 			if !filepath.IsAbs(p) {
 				p = filepath.Join(dir, p)
 			}
-			info, err := os.Stat(p)
+			b, err := readRegular(p, maxFileBytes)
 			if err != nil {
-				return cty.NilVal, function.NewArgErrorf(0, "cannot read %s: %s", p, pathError(err))
-			}
-			if !info.Mode().IsRegular() {
-				return cty.NilVal, function.NewArgErrorf(0, "%s is not a regular file", p)
-			}
-			if info.Size() > maxFileBytes {
-				return cty.NilVal, function.NewArgErrorf(0, "%s is %d bytes; file() reads at most %d", p, info.Size(), maxFileBytes)
-			}
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return cty.NilVal, function.NewArgErrorf(0, "cannot read %s: %s", p, pathError(err))
+				return cty.NilVal, function.NewArgErrorf(0, "%s", err)
 			}
 			if !utf8.Valid(b) {
 				return cty.NilVal, function.NewArgErrorf(0, "%s is not UTF-8 text", p)
@@ -123,10 +116,22 @@ func fileFunc(dir string) function.Function {
 	})
 }
 
-// pathError drops the path from an *os.PathError, which the caller names.
-func pathError(err error) string {
-	if pe, ok := err.(*os.PathError); ok {
-		return pe.Err.Error()
-	}
-	return err.Error()
+// jsonDecodeFunc is jsondecode refusing JSON nested deeper than
+// maxNesting: cty's decoder recurses once per level, and a string of a
+// million "[" would overflow the stack.
+func jsonDecodeFunc() function.Function {
+	inner := stdlib.JSONDecodeFunc
+	return function.New(&function.Spec{
+		Description: inner.Description(),
+		Params:      inner.Params(),
+		Type: func(args []cty.Value) (cty.Type, error) {
+			if s := args[0]; s.IsKnown() && !s.IsNull() {
+				if off := jsonNestingTooDeep([]byte(s.AsString()), false); off >= 0 {
+					return cty.NilType, function.NewArgErrorf(0, "the JSON nests more than %d levels deep (at byte %d); gpulayer reads at most %d", maxNesting, off, maxNesting)
+				}
+			}
+			return inner.ReturnTypeForValues(args)
+		},
+		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) { return inner.Call(args) },
+	})
 }

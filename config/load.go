@@ -61,6 +61,12 @@ type loader struct {
 	funcs  map[string]function.Function
 	diags  hcl.Diagnostics
 	cfg    *Config
+	// secrets are the sensitive values seen so far, kept out of every
+	// diagnostic and snippet.
+	secrets *secrets
+	// unparsed are files read but refused before parsing (nested too
+	// deep), kept so that their diagnostic shows the line.
+	unparsed map[string]*hcl.File
 
 	vars   *namespace
 	locals *namespace
@@ -80,19 +86,19 @@ func (l *loader) add(diags ...*hcl.Diagnostic) { l.diags = append(l.diags, diags
 // diagnostics hold no error.
 func Load(dir string, opts LoadOptions) (*Config, hcl.Diagnostics) {
 	l := &loader{
-		dir:    dir,
-		opts:   opts,
-		parser: hclparse.NewParser(),
-		funcs:  functions(dir),
-		cfg:    &Config{Dir: dir},
+		dir:      dir,
+		opts:     opts,
+		parser:   hclparse.NewParser(),
+		funcs:    functions(dir),
+		cfg:      &Config{Dir: dir},
+		secrets:  newSecrets(),
+		unparsed: map[string]*hcl.File{},
 	}
 	blocks, syntaxOK := l.readFiles()
 	if !syntaxOK {
 		// As Terraform does: a file that does not parse would make every
 		// later check report consequences of the same typo.
-		l.cfg.Files = l.parser.Files()
-		sortDiagnostics(l.diags)
-		return l.cfg, l.diags
+		return l.finish()
 	}
 	l.variables(blocks["variable"])
 	l.localValues(blocks["locals"])
@@ -101,9 +107,31 @@ func Load(dir string, opts LoadOptions) (*Config, hcl.Diagnostics) {
 	l.fleets(blocks["fleet"])
 	l.jobs(blocks["job"])
 	l.crossChecks()
-	l.cfg.Files = l.parser.Files()
+	return l.finish()
+}
+
+// finish orders the diagnostics, redacts sensitive values from them and
+// from the sources their snippets are cut from, and caps them per file.
+func (l *loader) finish() (*Config, hcl.Diagnostics) {
+	files := map[string]*hcl.File{}
+	for name, f := range l.unparsed {
+		files[name] = f
+	}
+	for name, f := range l.parser.Files() {
+		files[name] = f
+	}
+	l.cfg.Files = l.secrets.mask(files)
 	sortDiagnostics(l.diags)
-	return l.cfg, l.diags
+	l.secrets.scrub(l.diags)
+	return l.cfg, capPerFile(l.diags)
+}
+
+// decoder is a decoder for scope s that records the sensitive values it
+// evaluates.
+func (l *loader) decoder(s *scope) *decoder {
+	d := newDecoder(s, l.funcs)
+	d.secrets = l.secrets
+	return d
 }
 
 // readFiles parses the configuration files of dir in lexical order and
@@ -140,7 +168,7 @@ func (l *loader) readFiles() (blocks map[string]hcl.Blocks, syntaxOK bool) {
 	}
 	for _, name := range names {
 		path := filepath.Join(l.dir, name)
-		f, diags := l.parseFile(path)
+		f, diags := l.parseFile(path, "Cannot read configuration file")
 		l.add(diags...)
 		if diags.HasErrors() {
 			syntaxOK = false
@@ -157,12 +185,27 @@ func (l *loader) readFiles() (blocks map[string]hcl.Blocks, syntaxOK bool) {
 	return blocks, syntaxOK
 }
 
-// parseFile parses native or JSON syntax by the file's suffix.
-func (l *loader) parseFile(path string) (*hcl.File, hcl.Diagnostics) {
-	if strings.HasSuffix(path, ".json") {
-		return l.parser.ParseJSONFile(path)
+// parseFile reads a configuration or variable file and parses it, as
+// native or JSON syntax by its suffix. A file that ReadSource refuses, or
+// that nests too deep for the parser, gets one diagnostic (summary says
+// what the file was meant to be) and is not parsed.
+func (l *loader) parseFile(path, summary string) (*hcl.File, hcl.Diagnostics) {
+	src, err := ReadSource(path)
+	if err != nil {
+		return nil, hcl.Diagnostics{readDiagnostic(summary, err)}
 	}
-	return l.parser.ParseHCLFile(path)
+	if strings.HasSuffix(path, ".json") {
+		if off := jsonNestingTooDeep(src, true); off >= 0 {
+			l.unparsed[path] = &hcl.File{Bytes: src}
+			return nil, hcl.Diagnostics{nestingDiagnostic(src, off, path, path)}
+		}
+		return l.parser.ParseJSON(src, path)
+	}
+	if off := nestingTooDeep(src, syntaxConfig); off >= 0 {
+		l.unparsed[path] = &hcl.File{Bytes: src}
+		return nil, hcl.Diagnostics{nestingDiagnostic(src, off, path, path)}
+	}
+	return l.parser.ParseHCL(src, path)
 }
 
 func isConfigFile(name string) bool {

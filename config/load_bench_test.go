@@ -27,3 +27,17 @@ func BenchmarkRenderThreeMistakes(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkLoadChainOfLocals loads 5000 locals, each referring to the next
+// one declared: evaluation order must cost the references, not the square
+// of the number of locals (before, every pass over the pending locals
+// resolved one and rebuilt the object of all of them).
+func BenchmarkLoadChainOfLocals(b *testing.B) {
+	dir := b.TempDir()
+	writeFile(b, dir, "main.hcl", chainOfLocals(5000))
+	for b.Loop() {
+		if _, diags := Load(dir, LoadOptions{}); diags.HasErrors() {
+			b.Fatal(diags)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package config
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files and the FuzzLoad seed corpus")
@@ -55,10 +57,13 @@ var diagnosticCases = []diagnosticCase{
 	{fixture: "master_port_out_of_range", severity: hcl.DiagError, summary: "Invalid value for master_port", line: 4},
 	{fixture: "missing_required_argument", severity: hcl.DiagError, summary: "Missing required argument", line: 1},
 	{fixture: "nodes_below_one", severity: hcl.DiagError, summary: "Invalid value for nodes", line: 2},
+	{fixture: "nesting_too_deep", severity: hcl.DiagError, summary: "Nesting too deep", line: 2},
 	{fixture: "port_out_of_range", severity: hcl.DiagError, summary: "Invalid value for port", line: 2},
 	{fixture: "quoted_policy_reference", severity: hcl.DiagError, summary: "Invalid policy reference", line: 4},
 	{fixture: "regions_match_nothing", severity: hcl.DiagWarning, summary: "Policy regions match no declared machine", line: 11},
 	{fixture: "required_variable", severity: hcl.DiagError, summary: "No value for required variable", line: 1},
+	{fixture: "sensitive_conversion", severity: hcl.DiagError, summary: "Invalid function argument", line: 8},
+	{fixture: "sensitive_validation_message", severity: hcl.DiagError, summary: "Invalid value for variable", line: 4},
 	{fixture: "three_mistakes", severity: hcl.DiagError, summary: "Invalid value for group_locality", line: 2, count: 3},
 	{fixture: "unclosed_brace", severity: hcl.DiagError, summary: "Unclosed configuration block", line: 1},
 	{fixture: "unknown_attribute", severity: hcl.DiagError, summary: "Unsupported argument", line: 3},
@@ -318,7 +323,7 @@ func TestEmptyDirectoryIsAnError(t *testing.T) {
 	}
 }
 
-func writeFile(t *testing.T, dir, name, text string) string {
+func writeFile(t testing.TB, dir, name, text string) string {
 	t.Helper()
 	p := filepath.Join(dir, name)
 	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
@@ -386,5 +391,48 @@ func TestJSONReferenceSuggestionKeepsQuotes(t *testing.T) {
 	_, diags := Load(dir, LoadOptions{})
 	if len(diags) != 1 || !strings.Contains(diags[0].Detail, `Did you mean "policy.tight"?`) {
 		t.Fatalf("diagnostics:\n%s", diagList(diags))
+	}
+}
+
+// chainOfLocals declares a0 = local.a1 + 1, a1 = local.a2 + 1, ..., so
+// that each local refers to one declared after it.
+func chainOfLocals(n int) string {
+	var b strings.Builder
+	b.WriteString("locals {\n")
+	for i := range n - 1 {
+		fmt.Fprintf(&b, "  a%d = local.a%d + 1\n", i, i+1)
+	}
+	fmt.Fprintf(&b, "  a%d = 0\n}\n", n-1)
+	return b.String()
+}
+
+func TestLocalsDeclaredBeforeWhatTheyReferToResolve(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "main.hcl", chainOfLocals(300))
+	cfg, diags := Load(dir, LoadOptions{})
+	if len(diags) > 0 {
+		t.Fatalf("diagnostics:\n%s", diagList(diags))
+	}
+	if v := cfg.Locals["a0"]; !v.RawEquals(cty.NumberIntVal(299)) {
+		t.Errorf("local.a0 = %#v, want 299", v)
+	}
+}
+
+func TestACycleOfManyLocalsNamesTenOfThem(t *testing.T) {
+	dir := t.TempDir()
+	var b strings.Builder
+	b.WriteString("locals {\n")
+	for i := range 30 {
+		fmt.Fprintf(&b, "  c%02d = local.c%02d\n", i, (i+1)%30)
+	}
+	b.WriteString("  after = local.c00\n  fine = 1\n}\n")
+	writeFile(t, dir, "main.hcl", b.String())
+	_, diags := Load(dir, LoadOptions{})
+	if len(diags) != 1 || diags[0].Summary != "Cycle in local values" {
+		t.Fatalf("diagnostics:\n%s", diagList(diags))
+	}
+	want := "local.after, local.c00, local.c01, local.c02, local.c03, local.c04, local.c05, local.c06, local.c07, local.c08, and 21 more depend on each other"
+	if !strings.HasPrefix(diags[0].Detail, want) {
+		t.Errorf("detail %q, want it to start %q", diags[0].Detail, want)
 	}
 }

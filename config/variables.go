@@ -87,6 +87,9 @@ func (l *loader) variables(blocks hcl.Blocks) {
 		literal.str(content.Attributes, "description", &v.Description)
 		literal.boolean(content.Attributes, "sensitive", &v.Sensitive)
 		if attr := content.Attributes["default"]; attr != nil {
+			if v.Sensitive {
+				l.secrets.addRange(attr.Expr.Range())
+			}
 			v.HasDefault = true
 			v.Value = cty.NullVal(v.Type)
 			diags, ok := literal.scope.check(attr.Expr)
@@ -137,6 +140,9 @@ func (l *loader) variables(blocks hcl.Blocks) {
 			continue
 		}
 		l.vars.values[v.Name] = v.Value
+		if v.Sensitive {
+			l.vars.values[v.Name] = v.Value.Mark(sensitiveMark{})
+		}
 	}
 	for _, v := range l.cfg.Variables {
 		if v.HasValue() {
@@ -148,6 +154,9 @@ func (l *loader) variables(blocks hcl.Blocks) {
 // setValue converts a given value to the variable's type and records it.
 func (l *loader) setValue(v *Variable, given variableValue) {
 	val, _ := given.value.UnmarkDeep()
+	if v.Sensitive {
+		l.secrets.addValue(val)
+	}
 	cv, err := convert.Convert(val, v.Type)
 	if err != nil {
 		l.add(&hcl.Diagnostic{
@@ -167,8 +176,16 @@ func (l *loader) setValue(v *Variable, given variableValue) {
 // a list, map or object, as Terraform does.
 func (l *loader) valueFromString(v *Variable, text, source string) {
 	rng := hcl.Range{Filename: fmt.Sprintf("<value for var.%s>", v.Name), Start: hcl.InitialPos, End: hcl.InitialPos}
+	if v.Sensitive {
+		l.secrets.addText(text)
+	}
 	if v.Type == cty.DynamicPseudoType || v.Type.IsPrimitiveType() {
 		l.setValue(v, variableValue{value: cty.StringVal(text), rng: rng, source: source})
+		return
+	}
+	if off := nestingTooDeep([]byte(text), syntaxExpression); off >= 0 {
+		l.add(nestingDiagnostic([]byte(text), off, rng.Filename, fmt.Sprintf("The value for variable %q from %s", v.Name, source)))
+		v.Value, v.set = cty.DynamicVal, true
 		return
 	}
 	expr, diags := hclsyntax.ParseExpression([]byte(text), rng.Filename, hcl.InitialPos)
@@ -251,21 +268,7 @@ func (l *loader) commandLineValues(decls map[string]*Variable) {
 // varFile reads name = value lines. An undeclared name is a warning in a
 // file found automatically and an error in one named on the command line.
 func (l *loader) varFile(decls map[string]*Variable, path string, undeclaredSeverity hcl.DiagnosticSeverity) {
-	var f *hcl.File
-	var diags hcl.Diagnostics
-	if _, err := os.Stat(path); err != nil {
-		l.add(&hcl.Diagnostic{
-			Severity: hcl.DiagError,
-			Summary:  "Cannot read variable file",
-			Detail:   fmt.Sprintf("Reading %s: %s.", path, pathError(err)),
-		})
-		return
-	}
-	if strings.HasSuffix(path, ".json") {
-		f, diags = l.parser.ParseJSONFile(path)
-	} else {
-		f, diags = l.parser.ParseHCLFile(path)
-	}
+	f, diags := l.parseFile(path, "Cannot read variable file")
 	l.add(diags...)
 	if f == nil || diags.HasErrors() {
 		return
@@ -276,6 +279,9 @@ func (l *loader) varFile(decls map[string]*Variable, path string, undeclaredSeve
 	for _, name := range sortedAttributeNames(attrs) {
 		attr := attrs[name]
 		v := decls[name]
+		if v != nil && v.Sensitive {
+			l.secrets.addRange(attr.Expr.Range())
+		}
 		if v == nil {
 			l.add(&hcl.Diagnostic{
 				Severity: undeclaredSeverity,
@@ -315,7 +321,7 @@ func (l *loader) validate(v *Variable, rules []validationRule) {
 	if !v.Value.IsWhollyKnown() {
 		return
 	}
-	d := newDecoder(newScope().with("var", l.vars), l.funcs)
+	d := l.decoder(newScope().with("var", l.vars))
 	for _, r := range rules {
 		diags, ok := d.scope.check(r.condition)
 		l.add(diags...)
@@ -327,6 +333,7 @@ func (l *loader) validate(v *Variable, rules []validationRule) {
 		if diags.HasErrors() {
 			continue
 		}
+		cond, _ = cond.UnmarkDeep() // true or false says nothing of the value
 		cond, err := convert.Convert(cond, cty.Bool)
 		if err != nil || cond.IsNull() || !cond.IsKnown() {
 			l.add(&hcl.Diagnostic{
@@ -341,10 +348,15 @@ func (l *loader) validate(v *Variable, rules []validationRule) {
 			continue
 		}
 		msg := "The value does not pass its validation rule."
-		if m, diags := r.errorMessage.Value(d.ctx); !diags.HasErrors() && m.Type() == cty.String && m.IsKnown() && !m.IsNull() {
-			msg = m.AsString()
-		} else {
+		m, diags := r.errorMessage.Value(d.ctx)
+		switch {
+		case diags.HasErrors() || m.Type() != cty.String || !m.IsWhollyKnown() || m.IsNull():
 			l.add(diags...)
+		case m.ContainsMarked():
+			// As Terraform does: the message would show the value.
+			msg = "The error message of the validation rule includes a sensitive value, so it is not shown."
+		default:
+			msg = m.AsString()
 		}
 		// What refers to the variable is not checked again with a value
 		// already known to be wrong.

@@ -107,3 +107,76 @@ func TestFmtMissingPathFails(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, errOut.String())
 	}
 }
+
+func TestFmtLeavesSymbolicLinksAloneWithAWarning(t *testing.T) {
+	dir := t.TempDir()
+	outside := t.TempDir()
+	target := filepath.Join(outside, "shared.hcl")
+	if err := os.WriteFile(target, []byte(unformatted), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link.hcl")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"fmt", dir}, {"fmt", link}, {"fmt", "--recursive", dir}} {
+		io, _, out, errOut := iostreams.Test()
+		if code := run(args, io); code != 0 {
+			t.Fatalf("%v: exit %d, stderr:\n%s", args, code, errOut.String())
+		}
+		if out.Len() != 0 {
+			t.Errorf("%v listed %q as changed", args, out.String())
+		}
+		if !strings.Contains(errOut.String(), "Warning: Symbolic link not formatted") ||
+			!strings.Contains(errOut.String(), link+" is a symbolic link to "+target) {
+			t.Errorf("%v: stderr lacks the warning naming the link and its target:\n%s", args, errOut.String())
+		}
+		if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			t.Fatalf("%v replaced the link", args)
+		}
+		if b, _ := os.ReadFile(target); string(b) != unformatted {
+			t.Fatalf("%v wrote through the link to %s", args, target)
+		}
+	}
+}
+
+func TestFmtFollowsADirectoryNamedAsALink(t *testing.T) {
+	real := t.TempDir()
+	file := filepath.Join(real, "main.hcl")
+	if err := os.WriteFile(file, []byte(unformatted), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "config")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	io, _, out, errOut := iostreams.Test()
+	if code := run([]string{"fmt", link}, io); code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, errOut.String())
+	}
+	if strings.TrimSpace(out.String()) != filepath.Join(link, "main.hcl") {
+		t.Errorf("listed %q", out.String())
+	}
+	if b, _ := os.ReadFile(file); string(b) == unformatted {
+		t.Error("the file in the linked directory was not formatted")
+	}
+}
+
+func TestFmtSanitizesFileNamesAndDiffText(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "evil\x1b[2J\x1b]0;title\x07.hcl")
+	src := "# \x1b[31mred\x1b[0m \u202egnp.exe\njob \"x\" {\nnodes = 1\n}\n"
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	io, _, out, errOut := iostreams.Test()
+	if code := run([]string{"fmt", "--check", "--diff", dir}, io); code != 3 {
+		t.Fatalf("exit %d, stderr:\n%s", code, errOut.String())
+	}
+	if strings.ContainsAny(out.String(), "\x1b\x07\u202e") {
+		t.Errorf("terminal controls reached the output:\n%q", out.String())
+	}
+	if !strings.Contains(out.String(), "+  nodes = 1") || !strings.Contains(out.String(), "evil\uFFFD[2J") {
+		t.Errorf("output lacks the sanitized name or the diff:\n%q", out.String())
+	}
+}

@@ -119,3 +119,27 @@ func TestValidateMissingDirectoryExitsOneWithTheReason(t *testing.T) {
 		t.Errorf("stderr:\n%s", errOut.String())
 	}
 }
+
+func TestValidateNeverPrintsASensitiveValue(t *testing.T) {
+	for _, fixture := range []string{"sensitive_validation_message", "sensitive_conversion"} {
+		dir := "../../testdata/config/" + fixture
+		for _, args := range [][]string{
+			{"validate", dir},
+			{"validate", "--json", dir},
+			{"validate", dir, "--var", "api_token=hunter2-Other", "--var", "gpus=hunter2-Other"},
+			{"validate", "--json", dir, "--var", "api_token=hunter2-Other", "--var", "gpus=hunter2-Other"},
+		} {
+			io, _, out, errOut := iostreams.Test()
+			if code := run(args, io); code != 1 {
+				t.Fatalf("%v: exit %d, want 1; stderr:\n%s", args, code, errOut.String())
+			}
+			all := out.String() + errOut.String()
+			if strings.Contains(all, "hunter2") {
+				t.Errorf("%v printed the sensitive value:\n%s", args, all)
+			}
+			if !strings.Contains(all, "sensitive") {
+				t.Errorf("%v does not say a value was withheld:\n%s", args, all)
+			}
+		}
+	}
+}
