@@ -26,13 +26,18 @@ func (p *Pool) dial(r *resolved) (*ssh.Client, error) {
 		}
 		bastion = bc.client
 	}
-	kh, err := p.knownHostsFor(r)
+	// Reading known_hosts and the keys is bounded like the connection, so
+	// that a file that cannot be read in time or a slow agent fails the
+	// dial with a reason rather than holding it.
+	prep, cancel := context.WithTimeout(p.ctx, r.connectTimeout())
+	defer cancel()
+	kh, err := p.knownHostsFor(prep, r)
 	if err != nil {
-		return nil, err
+		return nil, p.closedOr(err)
 	}
-	keys, err := p.keys.keysFor(r)
+	keys, err := p.keys.keysFor(prep, r)
 	if err != nil {
-		return nil, err
+		return nil, p.closedOr(err)
 	}
 	mode := r.HostKeyCheck
 	cfg := &ssh.ClientConfig{
@@ -110,12 +115,25 @@ func (p *Pool) dialOnce(r *resolved, bastion *ssh.Client, cfg *ssh.ClientConfig)
 		return nil, fmt.Errorf("connect to %s: %w", address, err)
 	}
 
+	// The deadline closes the connection under the handshake; await stops
+	// waiting for a handshake held by something else (the agent signing).
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
-	c, chans, reqs, err := ssh.NewClientConn(conn, address, cfg)
-	if !stop() {
-		// The deadline closed the connection under the handshake.
+	type handshake struct {
+		c     ssh.Conn
+		chans <-chan ssh.NewChannel
+		reqs  <-chan *ssh.Request
+	}
+	h, _, err := await(ctx, func() (handshake, error) {
+		c, chans, reqs, err := ssh.NewClientConn(conn, address, cfg)
+		return handshake{c, chans, reqs}, err
+	}, func(h handshake, err error) {
 		if err == nil {
-			c.Close()
+			h.c.Close()
+		}
+	})
+	if !stop() {
+		if err == nil {
+			h.c.Close()
 		}
 		if p.ctx.Err() != nil {
 			return nil, ErrPoolClosed
@@ -126,7 +144,15 @@ func (p *Pool) dialOnce(r *resolved, bastion *ssh.Client, cfg *ssh.ClientConfig)
 		conn.Close()
 		return nil, err
 	}
-	return ssh.NewClient(c, chans, reqs), nil
+	return ssh.NewClient(h.c, h.chans, h.reqs), nil
+}
+
+// closedOr is ErrPoolClosed once the pool is closed, err otherwise.
+func (p *Pool) closedOr(err error) error {
+	if p.ctx.Err() != nil {
+		return ErrPoolClosed
+	}
+	return err
 }
 
 // resetByServer reports whether err is the server closing or resetting the

@@ -4,7 +4,6 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -117,11 +116,19 @@ func newKnownHostsFile(path string, also []string) (*knownHostsFile, error) {
 func (f *knownHostsFile) parse() (ssh.HostKeyCallback, map[lineOf]bool, error) {
 	var files []string
 	for _, p := range append([]string{f.path}, f.also...) {
-		if _, err := os.Stat(p); err == nil {
-			files = append(files, p)
-		} else if !errors.Is(err, os.ErrNotExist) {
+		info, err := os.Stat(p)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err == nil {
+			// knownhosts opens the files itself: what would block it or
+			// never end is refused first.
+			err = checkRegular(info, maxKnownHostsBytes)
+		}
+		if err != nil {
 			return nil, nil, fmt.Errorf("known_hosts %s: %w", p, err)
 		}
+		files = append(files, p)
 	}
 	if len(files) == 0 {
 		return nil, nil, nil
@@ -132,7 +139,7 @@ func (f *knownHostsFile) parse() (ssh.HostKeyCallback, map[lineOf]bool, error) {
 	}
 	authorities := map[lineOf]bool{}
 	for _, p := range files {
-		text, err := os.ReadFile(p)
+		text, err := readRegularFile(p, maxKnownHostsBytes)
 		if err != nil {
 			return nil, nil, fmt.Errorf("known_hosts %s: %w", p, err)
 		}
@@ -314,7 +321,14 @@ func (f *knownHostsFile) record(address string, remote net.Addr, key ssh.PublicK
 	defer unlockFile(file)
 
 	// The last byte says whether the file ends its last line.
-	content, err := io.ReadAll(io.NewSectionReader(file, 0, 1<<40))
+	info, err := file.Stat()
+	if err == nil {
+		err = checkRegular(info, maxKnownHostsBytes)
+	}
+	var last [1]byte
+	if err == nil && info.Size() > 0 {
+		_, err = file.ReadAt(last[:], info.Size()-1)
+	}
 	if err != nil {
 		return fmt.Errorf("recording host key of %s: reading %s: %w", knownhosts.Normalize(address), f.path, err)
 	}
@@ -333,7 +347,7 @@ func (f *knownHostsFile) record(address string, remote net.Addr, key ssh.PublicK
 		}
 	}
 	line := knownhosts.Line([]string{knownhosts.Normalize(address)}, key) + "\n"
-	if len(content) > 0 && content[len(content)-1] != '\n' {
+	if info.Size() > 0 && last[0] != '\n' {
 		line = "\n" + line
 	}
 	if _, err := file.WriteString(line); err != nil {

@@ -269,3 +269,43 @@ func TestKeyscanAdviceUsesTheShortKeyTypeName(t *testing.T) {
 		}
 	}
 }
+
+func TestStrictTargetIsNotServedByAConnectionAnotherPolicyAccepted(t *testing.T) {
+	f := newFixture(t)
+	srv := f.unlistedServer(sshtest.Options{})
+	p := newPool(t, Options{})
+
+	// A fleet with accept-new and a known_hosts of its own connects first.
+	lenient := f.target("lab-a1", srv)
+	lenient.HostKeyCheck = HostKeyAcceptNew
+	lenient.KnownHostsFile = filepath.Join(f.dir, "lenient_known_hosts")
+	run(t, p, lenient, "true")
+
+	// A strict fleet pins another key for the same address.
+	pinned, err := sshtest.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	strict := f.target("prod-a1", srv)
+	strict.HostKeyCheck = HostKeyStrict
+	strict.KnownHostsFile = filepath.Join(f.dir, "strict_known_hosts")
+	appendLine(t, strict.KnownHostsFile, (&sshtest.Server{Port: srv.Port, HostKey: pinned}).KnownHostsLine("127.0.0.1"))
+
+	_, err = p.Run(context.Background(), strict, "true", nil)
+	var changed *HostKeyChangedError
+	if !errors.As(err, &changed) || !strings.Contains(err.Error(), "host prod-a1:") {
+		t.Fatalf("strict target got %v, want its pinned key to refuse the host", err)
+	}
+}
+
+func TestTargetsThatTrustAlikeShareOneConnection(t *testing.T) {
+	f := newFixture(t)
+	srv := f.server(sshtest.Options{})
+	p := newPool(t, Options{})
+	for _, name := range []string{"a1", "a1-again", "a1-alias"} {
+		run(t, p, f.target(name, srv), "true")
+	}
+	if n, conns := p.dials.Load(), srv.Stats().Conns; n != 1 || conns != 1 {
+		t.Errorf("%d dials and %d connections for three alike targets, want 1", n, conns)
+	}
+}

@@ -3,6 +3,7 @@ package ssh
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -106,9 +107,9 @@ type Pool struct {
 	dialSem chan struct{}
 	keys    *keySource
 
-	mu         sync.Mutex
+	mu         sync.Mutex // never held across I/O
 	conns      map[string]*hostConn
-	knownHosts map[string]*knownHostsFile
+	knownHosts map[string]*pending[*knownHostsFile]
 	closed     bool
 	wg         sync.WaitGroup // dials, keepalives and watchers
 
@@ -138,15 +139,21 @@ func NewPool(opts Options) *Pool {
 		dialSem:    make(chan struct{}, opts.Parallelism),
 		keys:       &keySource{agentSocket: opts.AgentSocket},
 		conns:      map[string]*hostConn{},
-		knownHosts: map[string]*knownHostsFile{},
+		knownHosts: map[string]*pending[*knownHostsFile]{},
 	}
 }
 
 // ErrPoolClosed is returned by Run after Close.
 var ErrPoolClosed = errors.New("ssh pool is closed")
 
-// Close closes every connection and waits for the pool's goroutines.
-// Commands still running fail.
+// closeWait bounds how long Close waits for the pool's goroutines. Closing
+// the connections ends them (every wait of theirs also ends with the
+// pool's context), so it is only a guard.
+const closeWait = 5 * time.Second
+
+// Close closes every connection, and the agent's, and waits for the pool's
+// goroutines, at most closeWait. Commands still running fail; dials still
+// in flight end.
 func (p *Pool) Close() error {
 	p.mu.Lock()
 	if p.closed {
@@ -158,15 +165,29 @@ func (p *Pool) Close() error {
 	p.conns = map[string]*hostConn{}
 	p.mu.Unlock()
 	p.cancel()
+	p.keys.close()
 	for _, c := range conns {
-		<-c.ready
-		if c.client != nil {
-			c.client.Close()
+		select {
+		case <-c.ready:
+			if c.client != nil {
+				c.client.Close()
+			}
+		default:
+			// Still dialing: establish closes what it makes, seeing
+			// p.closed.
 		}
 	}
-	p.wg.Wait()
-	p.keys.close()
-	return nil
+	done := make(chan struct{})
+	go func() {
+		p.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-time.After(closeWait):
+		return fmt.Errorf("ssh pool: dials or connections had not ended %s after Close", closeWait)
+	}
 }
 
 // conn returns the connection for r, dialing it if no live one exists.
@@ -174,6 +195,9 @@ func (p *Pool) Close() error {
 // not remembered, so a later call dials again.
 func (p *Pool) conn(ctx context.Context, r *resolved) (*hostConn, error) {
 	key := r.key()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -193,7 +217,7 @@ func (p *Pool) conn(ctx context.Context, r *resolved) (*hostConn, error) {
 	select {
 	case <-c.ready:
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, fmt.Errorf("connect to %s: not connected yet: %w", r.hostPort(), ctx.Err())
 	}
 	if c.err != nil {
 		return nil, c.err
@@ -212,6 +236,13 @@ func (p *Pool) establish(r *resolved, c *hostConn) {
 		return
 	}
 	close(c.ready)
+	p.mu.Lock()
+	closed := p.closed
+	p.mu.Unlock()
+	if closed {
+		// Close ran while this dial was in flight and left it to us.
+		client.Close()
+	}
 	done := make(chan struct{})
 	if p.opts.Keepalive > 0 {
 		p.wg.Add(1)
@@ -270,20 +301,23 @@ func keepalive(client *ssh.Client, interval time.Duration, done <-chan struct{})
 	}
 }
 
-// knownHostsFor returns the pool's parsed copy of r's known_hosts files.
-func (p *Pool) knownHostsFor(r *resolved) (*knownHostsFile, error) {
+// knownHostsFor returns the pool's parsed copy of r's known_hosts files,
+// reading them on first use. A read that fails is tried again by the next
+// dial.
+func (p *Pool) knownHostsFor(ctx context.Context, r *resolved) (*knownHostsFile, error) {
 	key := strings.Join(append([]string{r.knownHosts}, r.globalKnownHosts...), "\x00")
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if f := p.knownHosts[key]; f != nil {
-		return f, nil
+	f := p.knownHosts[key]
+	if f == nil || (f.made() && f.err != nil) {
+		f = startPending(func() (*knownHostsFile, error) { return newKnownHostsFile(r.knownHosts, r.globalKnownHosts) })
+		p.knownHosts[key] = f
 	}
-	f, err := newKnownHostsFile(r.knownHosts, r.globalKnownHosts)
-	if err != nil {
-		return nil, err
+	p.mu.Unlock()
+	kh, err := f.wait(ctx)
+	if err != nil && ctx.Err() != nil {
+		return nil, fmt.Errorf("known_hosts %s: not read in time: %w", r.knownHosts, err)
 	}
-	p.knownHosts[key] = f
-	return f, nil
+	return kh, err
 }
 
 // HostError is how Run and WriteFile fail: the host's name and what went

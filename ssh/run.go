@@ -50,6 +50,10 @@ func (p *Pool) Run(ctx context.Context, t Target, command string, stdin io.Reade
 	if err != nil {
 		return Result{ExitCode: -1}, hostError(t, err)
 	}
+	if err := ctx.Err(); err != nil {
+		// Cancelled before it began (Ctrl-C during a fan-out): no dial.
+		return Result{ExitCode: -1}, hostError(t, err)
+	}
 	for attempt := 0; ; attempt++ {
 		c, err := p.conn(ctx, r)
 		if err != nil {
@@ -99,26 +103,49 @@ func (p *Pool) runSession(ctx context.Context, c *hostConn, command string, stdi
 	if stdin != nil {
 		sess.Stdin = stdin
 	}
-	if err := sess.Start(command); err != nil {
+	// A server that never answers exec would hold Start for ever; once
+	// the caller left, the session is closed and its slot given back
+	// when, if ever, the answer comes (at the latest when the pool closes
+	// the connection).
+	_, abandoned, err := await(ctx, func() (struct{}, error) { return struct{}{}, sess.Start(command) },
+		func(_ struct{}, err error) {
+			sess.Close()
+			if err == nil {
+				sess.Wait()
+			}
+			release()
+		})
+	if abandoned {
+		return Result{ExitCode: -1}, fmt.Errorf("start command: no answer from the server: %w", err)
+	}
+	if err != nil {
 		sess.Close()
 		release()
 		return Result{ExitCode: -1}, fmt.Errorf("start command: %w", err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- sess.Wait() }()
-
+	// done is closed, not sent on: both the wait below and the slot's
+	// release after a cancellation may be the one that sees it.
+	done := make(chan struct{})
 	var waitErr error
+	go func() {
+		waitErr = sess.Wait()
+		close(done)
+	}()
+
 	select {
-	case waitErr = <-done:
+	case <-done:
 		sess.Close()
 		release()
 	case <-ctx.Done():
 		// Best effort: sshd delivers the signal only to users other than
 		// root, and does not end a command without a pty when its
 		// session closes; hence the remote `timeout` callers wrap slow
-		// commands in.
-		_ = sess.Signal(ssh.SIGTERM)
-		sess.Close()
+		// commands in. Sent in the background: a peer that stopped
+		// reading could hold the writes.
+		go func() {
+			_ = sess.Signal(ssh.SIGTERM)
+			sess.Close()
+		}()
 		go func() {
 			// A command that keeps running keeps its session, and its
 			// slot, until it ends.
@@ -175,7 +202,17 @@ const (
 func openSession(ctx context.Context, c *hostConn) (*ssh.Session, error) {
 	wait := sessionBackoff
 	for attempt := 0; ; attempt++ {
-		sess, err := c.client.NewSession()
+		// A server that never answers the channel-open would hold
+		// NewSession for ever; a session opened after the caller left is
+		// closed at once.
+		sess, abandoned, err := await(ctx, c.client.NewSession, func(s *ssh.Session, err error) {
+			if err == nil {
+				s.Close()
+			}
+		})
+		if abandoned {
+			return nil, fmt.Errorf("open session: no answer from the server: %w", err)
+		}
 		if err == nil {
 			return sess, nil
 		}

@@ -115,6 +115,9 @@ func resolve(t Target) (*resolved, error) {
 		return nil, fmt.Errorf("host_key_check %q is not one of %q or %q", t.HostKeyCheck, HostKeyStrict, HostKeyAcceptNew)
 	}
 	r := &resolved{Target: t, user: t.User}
+	if r.HostKeyCheck == "" {
+		r.HostKeyCheck = HostKeyStrict
+	}
 	if r.user == "" {
 		u, err := currentUser()
 		if err != nil {
@@ -160,10 +163,16 @@ func resolve(t Target) (*resolved, error) {
 	return r, nil
 }
 
-// key identifies the connection a pool keeps for r: the same user at the
-// same address and port through the same bastion shares one connection.
+// key identifies the connection a pool keeps for r. Targets share a
+// connection only when everything that decides whom it trusts and as whom
+// it logs in is the same: user, address and port, host key check, the
+// known_hosts files, the identity files, and the bastion with all of its
+// own. Otherwise a strict target could run on a connection whose host key
+// another target's accept-new, or other known_hosts file, let through.
+// (The agent is the pool's, the same for every target.)
 func (r *resolved) key() string {
-	k := r.user + "@" + r.hostPort()
+	k := fmt.Sprintf("%q@%s host_key_check=%s known_hosts=%q identities=%q",
+		r.user, r.hostPort(), r.HostKeyCheck, append([]string{r.knownHosts}, r.globalKnownHosts...), r.identities)
 	if r.bastion != nil {
 		k += " via " + r.bastion.key()
 	}

@@ -94,10 +94,20 @@ func probeRun(opts *probeOptions) error {
 	if len(machines) == 0 {
 		return fmt.Errorf("%s declares no hosts to probe", opts.dir)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptible(context.Background())
 	defer stop()
 	doc := probeMachines(ctx, io, machines, opts.parallelism, opts.timeout)
 	return reportFacts(io, doc, opts.out, opts.json)
+}
+
+// interruptible returns a context that SIGINT (Ctrl-C) or SIGTERM cancels:
+// the probes still running end and the hosts done so far are reported.
+// The first signal also gives the signals their default handling back, so
+// that a second one ends gpulayer at once.
+func interruptible(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+	context.AfterFunc(ctx, stop)
+	return ctx, stop
 }
 
 // probeMachines probes machines through one SSH pool, with progress on

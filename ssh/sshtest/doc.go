@@ -13,7 +13,9 @@
 // CommandRunner (the sandbox interprets commands in-process with one); a
 // signal or a closed session then cancels the command's context. It offers
 // no shells, ptys or subsystems; TCP forwarding
-// (for use as a bastion) only when asked.
+// (for use as a bastion) only when asked. Options.Stall makes it stop
+// answering at one step of a session (channel-open, exec), and
+// Agent.Stall an agent stop answering, for tests of clients' timeouts.
 //
 // It must never listen beyond the loopback interface unless a caller hands
 // it such a listener: it authenticates keys but is not hardened.

@@ -55,7 +55,23 @@ type Options struct {
 	AllowTCPForwarding bool
 	// HandshakeTimeout bounds a client's handshake; 0 means 30s.
 	HandshakeTimeout time.Duration
+	// Stall makes the server stop answering at one step of every session,
+	// as a hung or hostile sshd does, for tests of clients' timeouts. It
+	// still answers keepalives, so the connection looks alive.
+	Stall Stall
 }
+
+// Stall is a step of a session at which a server stops answering.
+type Stall int
+
+const (
+	// StallNothing answers every step.
+	StallNothing Stall = iota
+	// StallChannelOpen never answers a session's channel-open request.
+	StallChannelOpen
+	// StallExec accepts sessions and never answers their exec requests.
+	StallExec
+)
 
 // Server is a running SSH server.
 type Server struct {
@@ -262,6 +278,11 @@ func (s *Server) serve(nc net.Conn) {
 	for nch := range chans {
 		switch nch.ChannelType() {
 		case "session":
+			if s.opts.Stall == StallChannelOpen {
+				// Neither accepted nor rejected: the client waits for an
+				// answer until it gives up or the connection closes.
+				continue
+			}
 			if !s.roomForSession(&open) {
 				nch.Reject(ssh.Prohibited, "too many sessions on this connection")
 				continue

@@ -97,6 +97,11 @@ func (s *Server) session(ch ssh.Channel, reqs <-chan *ssh.Request, open, running
 			env = append(env[:len(env):len(env)], kv.Name+"="+kv.Value)
 			req.Reply(true, nil)
 		case "exec":
+			if s.opts.Stall == StallExec {
+				// Never answered; later requests are still read, so the
+				// connection keeps working.
+				continue
+			}
 			var p struct{ Command string }
 			if c != nil || ssh.Unmarshal(req.Payload, &p) != nil {
 				req.Reply(false, nil)
