@@ -87,7 +87,7 @@ next plan continues from there.`,
 
 func applyRun(opts *applyOptions) error {
 	io := opts.f.IO
-	ctx, stop := interruptible()
+	ctx, stop := interruptible(context.Background())
 	defer stop()
 	if opts.planFile != "" {
 		return applySaved(ctx, opts)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -42,7 +43,7 @@ if anyone else saved in the meantime (docs/state.md).`,
 }
 
 func forceUnlockRun(opts *forceUnlockOptions) error {
-	ctx, stop := interruptible()
+	ctx, stop := interruptible(context.Background())
 	defer stop()
 	backend := newWorkspace(opts.dir, opts.statePath).backend()
 	if err := backend.ForceUnlock(ctx, opts.id); err != nil {

@@ -66,7 +66,7 @@ directory (or --chdir) says how to reach the hosts.`,
 
 func logsRun(opts *logsOptions) error {
 	io := opts.f.IO
-	ctx, stop := interruptible()
+	ctx, stop := interruptible(context.Background())
 	defer stop()
 	cfg, err := loadConfig(io, ".", opts.vars, opts.environ)
 	if err != nil {

@@ -116,7 +116,7 @@ changes, 2 changes), 1 on an error.`,
 
 func planRun(opts *planOptions) error {
 	io := opts.f.IO
-	ctx, stop := interruptible()
+	ctx, stop := interruptible(context.Background())
 	defer stop()
 	made, err := makePlan(ctx, io, &opts.in, "plan", false)
 	if err != nil {

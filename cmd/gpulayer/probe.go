@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -98,16 +96,6 @@ func probeRun(opts *probeOptions) error {
 	defer stop()
 	doc := probeMachines(ctx, io, machines, opts.parallelism, opts.timeout)
 	return reportFacts(io, doc, opts.out, opts.json)
-}
-
-// interruptible returns a context that SIGINT (Ctrl-C) or SIGTERM cancels:
-// the probes still running end and the hosts done so far are reported.
-// The first signal also gives the signals their default handling back, so
-// that a second one ends gpulayer at once.
-func interruptible(parent context.Context) (context.Context, context.CancelFunc) {
-	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
-	context.AfterFunc(ctx, stop)
-	return ctx, stop
 }
 
 // probeMachines probes machines through one SSH pool, with progress on

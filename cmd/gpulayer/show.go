@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 
 	"github.com/spf13/cobra"
@@ -52,7 +53,7 @@ func showRun(opts *showOptions) error {
 		}
 		return writePlan(io, f.Plan, opts.json)
 	}
-	ctx, stop := interruptible()
+	ctx, stop := interruptible(context.Background())
 	defer stop()
 	backend := newWorkspace(".", opts.statePath).backend()
 	st, err := backend.Load(ctx)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -66,7 +67,7 @@ would do about a process that ended.`,
 
 func statusRun(opts *statusOptions) error {
 	io := opts.f.IO
-	ctx, stop := interruptible()
+	ctx, stop := interruptible(context.Background())
 	defer stop()
 	cfg, err := loadConfig(io, opts.dir, opts.vars, opts.environ)
 	if err != nil {

@@ -81,9 +81,14 @@ func commandLine() string {
 	return strings.Join(args, " ")
 }
 
-// interruptible is a context that SIGINT, SIGTERM and SIGHUP cancel.
-func interruptible() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+// interruptible returns a context that SIGINT (Ctrl-C), SIGTERM or SIGHUP
+// cancels: a probe reports the hosts done so far; apply finishes the steps
+// in flight, saves and exits. The first signal also gives the signals their
+// default handling back, so that a second one ends gpulayer at once.
+func interruptible(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	context.AfterFunc(ctx, stop)
+	return ctx, stop
 }
 
 // absDir is dir made absolute, for records that outlive the working
