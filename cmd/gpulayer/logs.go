@@ -20,6 +20,7 @@ import (
 
 type logsOptions struct {
 	f         *factory
+	dir       string // the configuration directory
 	job       string
 	node      int
 	follow    bool
@@ -42,7 +43,7 @@ printing what the nodes add, until Ctrl-C. The configuration in the current
 directory (or --chdir) says how to reach the hosts.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.job = args[0]
+			opts.job, opts.dir = args[0], "."
 			opts.environ = os.Environ()
 			if opts.tail < 1 {
 				return fmt.Errorf("--tail must be at least 1, got %d", opts.tail)
@@ -68,11 +69,11 @@ func logsRun(opts *logsOptions) error {
 	io := opts.f.IO
 	ctx, stop := interruptible(context.Background())
 	defer stop()
-	cfg, err := loadConfig(io, ".", opts.vars, opts.environ)
+	cfg, err := loadConfig(io, opts.dir, opts.vars, opts.environ)
 	if err != nil {
 		return err
 	}
-	st, err := newWorkspace(".", opts.statePath).backend().Load(ctx)
+	st, err := newWorkspace(opts.dir, opts.statePath).backend().Load(ctx)
 	if err != nil {
 		return err
 	}

@@ -84,8 +84,12 @@ func Status(w io.Writer, r *reconcile.StatusReport, where string, opts Options) 
 	if len(r.Jobs)+len(r.Leftovers) == 0 {
 		fmt.Fprintln(bw, "No jobs.")
 	}
+	first := true
 	write := func(js reconcile.JobStatus, leftover bool) {
-		fmt.Fprintln(bw)
+		if !first {
+			fmt.Fprintln(bw)
+		}
+		first = false
 		title := "job " + strconv.Quote(clean(js.Job))
 		if leftover {
 			title = "leftover run of " + title
