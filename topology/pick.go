@@ -191,8 +191,8 @@ func PrepareMatrix(m *Matrix) (*Prepared, error) {
 // build fills p from m.
 func (p *Prepared) build(m *Matrix) error {
 	n := m.GPUs()
-	if n > MaxGPUs {
-		return fmt.Errorf("%d GPUs: at most %d are supported", n, MaxGPUs)
+	if err := CheckGPUCount(n); err != nil {
+		return err
 	}
 	*p = Prepared{n: n}
 	if n == 0 {
