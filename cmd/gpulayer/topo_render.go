@@ -228,6 +228,10 @@ func linkCell(l topology.Link, st topoStyles) cell {
 	return cell{t, st.link(l, t)}
 }
 
+// notProvenOptimal is what the human view says of a pick whose search ran
+// out of topology.PickBudget.
+var notProvenOptimal = fmt.Sprintf("best found within the search budget (%d nodes); not proven optimal", topology.PickBudget)
+
 // renderTopoPick is the human view of a pick: the chosen GPUs, the numbers
 // that ranked them with what each means, what stays free, and the
 // CUDA_VISIBLE_DEVICES line for them.
@@ -238,7 +242,11 @@ func renderTopoPick(m *topology.Matrix, r topoPickResult, st topoStyles) string 
 	if len(r.busy) > 0 {
 		fmt.Fprintf(&b, "; busy: %s", gpuList(r.busy))
 	}
-	b.WriteString(")\n\n")
+	b.WriteString(")\n")
+	if !p.Optimal {
+		b.WriteString(st.faint(notProvenOptimal) + "\n")
+	}
+	b.WriteString("\n")
 	var rows [][]cell
 	if len(p.GPUs) >= 2 {
 		rows = append(rows, []cell{plainCell("bottleneck"), linkCell(p.Bottleneck, st), plainCell("the slowest link inside the set decides collective speed")})

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -139,6 +140,9 @@ func TestTopoPickJSONOnEveryRecording(t *testing.T) {
 					}
 					if (got.Bottleneck == nil) != (k < 2) || got.Bottleneck != nil && *got.Bottleneck != want.Bottleneck.String() {
 						t.Fatalf("%v: bottleneck %v, want %v", args, got.Bottleneck, want.Bottleneck)
+					}
+					if !got.Optimal || !want.Optimal {
+						t.Fatalf("%v: optimal %v, pick %v: every recording is picked exactly", args, got.Optimal, want.Optimal)
 					}
 					if len(got.FreeAfter) != free.Len()-k || got.FreeAfter == nil || got.Busy == nil {
 						t.Fatalf("%v: free_after %v, busy %v", args, got.FreeAfter, got.Busy)
@@ -374,6 +378,42 @@ func TestTopoShowAndPickStateTheGPULimitTheSameWay(t *testing.T) {
   ]`) {
 		t.Errorf("pick 2 of %d GPUs: exit %d, %s%s", topology.MaxGPUs, code, out, errOut)
 	}
+}
+
+// hostileLinks are random links of three kinds between 64 GPUs (seeded):
+// no real machine is wired so, and the exact pick of 24 of them would take
+// minutes.
+func hostileLinks() func(i, j int) string {
+	kinds := []string{"SYS", "PHB", "NV1"}
+	rng := rand.New(rand.NewSource(1))
+	var cells [topology.MaxGPUs][topology.MaxGPUs]string
+	for i := range cells {
+		for j := i + 1; j < len(cells); j++ {
+			cells[i][j] = kinds[rng.Intn(len(kinds))]
+		}
+	}
+	return func(i, j int) string { return cells[i][j] }
+}
+
+func TestTopoPickSaysWhenItsPickIsNotProvenOptimal(t *testing.T) {
+	path := writeSMIText(t, topology.MaxGPUs, hostileLinks())
+	code, out, errOut := runCLI(t, "", "topo", "pick", path, "--count", "24", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var got topoPickJSON
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Optimal || !strings.Contains(out, `"optimal": false`) || len(got.GPUs) != 24 {
+		t.Fatalf("want 24 GPUs and \"optimal\": false:\n%s", out)
+	}
+	code, out, errOut = runCLI(t, "", "topo", "pick", path, "--count", "24")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	// The same inputs give the same pick, byte for byte.
+	assertGolden(t, "topo/pick-64-random-links-not-proven.golden", out)
 }
 
 func TestTopoShowSanitizesNICNamesByteForByte(t *testing.T) {
