@@ -82,20 +82,13 @@ func TestPickDevicesStopsAtItsBudgetOnAHostileMachine(t *testing.T) {
 // own numbers that ranks no better than the exhaustive reference's; when it
 // says Optimal it must be the reference's.
 func TestPickDevicesOutOfBudgetNeverBeatsTheReference(t *testing.T) {
-	type machine struct {
-		name string
-		m    *Matrix
-	}
-	var machines []machine
-	for _, l := range loadLayouts(t) {
-		machines = append(machines, machine{l.name, l.m})
-	}
+	machines := loadLayouts(t)
 	rng := rand.New(rand.NewSource(9))
 	for i := 0; i < 40; i++ {
-		machines = append(machines, machine{"random", randomMatrix(rng, 2+rng.Intn(13))})
+		machines = append(machines, layout{"random", randomMatrix(rng, 2+rng.Intn(13))})
 	}
 	for _, n := range []int{12, 14} {
-		machines = append(machines, machine{"many link kinds", manyLinkKindsMatrix(rng, n, 30)})
+		machines = append(machines, layout{"many link kinds", manyLinkKindsMatrix(rng, n, 30)})
 	}
 	cut, cutBeforeAnySet := 0, 0
 	for mi, mc := range machines {
