@@ -157,16 +157,6 @@ func (c *cell) holds(w *Worker) bool {
 		c.print.region.is(w.Location.Region, c.key.region) && c.print.torch.is(w.TorchVersion, c.key.torch)
 }
 
-func sameString(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	if len(a) == 0 {
-		return true
-	}
-	return a[len(a)-1] == b[len(b)-1] && a == b
-}
-
 // strKey is a string's fingerprint: its length and two words of its bytes.
 // Up to 16 bytes the words hold every byte (the first and last eight, or
 // four, overlapping), so equal keys mean equal strings.
@@ -314,6 +304,9 @@ func (s *scheduler) buckets(level Level) ([]group, LevelExplanation) {
 		s.bucketSpace = make([]BucketExplanation, max(len(out), s.bucketsLeft))
 	}
 	exp.Buckets = s.bucketSpace[:len(out):len(out)]
+	if len(out) == 0 {
+		exp.Buckets = []BucketExplanation{} // "buckets": [], as "excluded" is, not null
+	}
 	s.bucketSpace = s.bucketSpace[len(out):]
 	s.bucketsLeft -= len(out)
 	for i, g := range out {

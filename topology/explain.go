@@ -181,12 +181,13 @@ func plural(l Level) string {
 
 // unplacedSummary writes "waiting: no zone has 4 free workers with torch
 // 2.5.1 (best: europe-west1-b with 3 of 4)", or the failed form when no
-// bucket could ever hold the job.
-func unplacedSummary(d *Decision, level Level, nodes int, best *BucketExplanation, torchVersions int) string {
+// bucket could ever hold the job. eligible counts the workers that passed
+// the policy's labels and regions and have enough GPUs.
+func unplacedSummary(d *Decision, level Level, nodes int, best *BucketExplanation, torchVersions, eligible int) string {
 	var b strings.Builder
 	b.WriteString(string(d.Status) + ": ")
 	switch {
-	case best == nil && level == LevelAny:
+	case best == nil && (level == LevelAny || eligible == 0):
 		b.WriteString("no worker is eligible")
 	case best == nil:
 		fmt.Fprintf(&b, "no eligible worker reports a %s", level.words())

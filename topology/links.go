@@ -155,11 +155,23 @@ func (m *Matrix) GPUs() int {
 }
 
 // DeviceSet is a set of GPU indices of one machine, as a bit mask (bit i is
-// GPU i). Machines have at most 64 GPUs.
+// GPU i). Machines have at most MaxGPUs GPUs.
 type DeviceSet uint64
 
-// MaxGPUs is the most GPUs a DeviceSet can hold.
+// MaxGPUs is the most GPUs of one machine gpulayer works with: a DeviceSet
+// holds 64. Every reader of a machine's topology (ParseSMI, the NVML
+// adapter) and PrepareMatrix refuse more, in CheckGPUCount's words, so that
+// no view covers only part of a machine.
 const MaxGPUs = 64
+
+// CheckGPUCount refuses a machine of more than MaxGPUs GPUs: "65 GPUs: at
+// most 64 GPUs per machine are supported".
+func CheckGPUCount(n int) error {
+	if n > MaxGPUs {
+		return fmt.Errorf("%d GPUs: at most %d GPUs per machine are supported", n, MaxGPUs)
+	}
+	return nil
+}
 
 // DeviceSetOf returns the set holding the given indices.
 func DeviceSetOf(indices ...int) DeviceSet {

@@ -12,7 +12,20 @@ type PickOptions struct {
 	// MultiNode says the job spans machines, so GPUs with a NIC close by
 	// (PIX or PXB) are worth more.
 	MultiNode bool
+
+	// budget replaces PickBudget when positive, so tests can run out of it
+	// on small machines.
+	budget int
 }
+
+// PickBudget is how many search nodes (sets the search extends, and
+// complete sets it scores) one pick may visit before it stops and returns
+// the best set found, with Pick.Optimal false. No recorded layout needs
+// more than about 500, random 16-GPU matrices about 7,000; unstructured
+// 48- to 64-GPU matrices would need minutes, and stop after at most about
+// 75 ms instead. A count of nodes, not a clock, so the same inputs give the
+// same pick on any machine.
+const PickBudget = 200_000
 
 // Pick is the chosen GPUs of one machine and the numbers that ranked them.
 type Pick struct {
@@ -22,9 +35,14 @@ type Pick struct {
 	NICLocal   int   // GPUs with a NIC at PIX or PXB (counted only for multi-node jobs)
 	NUMANodes  int   // size of the union of the GPUs' NUMA affinity sets
 	Cross      int   // sum of pair scores between the set and the free GPUs left over
+	// Optimal says no other set ranks before GPUs: the search finished
+	// within PickBudget. When false, GPUs is the best set found before the
+	// budget ran out (and its numbers are that set's), not proven best.
+	Optimal bool
 }
 
-// PickDevices returns the best set of k GPUs among free, found exactly. Best
+// PickDevices returns the best set of k GPUs among free, found exactly
+// unless the search needs more than PickBudget nodes (see Pick.Optimal). Best
 // is, in order: the largest bottleneck (smallest pair score inside the set);
 // the largest total of pair scores; for multi-node jobs the most GPUs with a
 // NIC at PIX or PXB; the fewest NUMA nodes; the least cross score to the free
@@ -191,8 +209,8 @@ func PrepareMatrix(m *Matrix) (*Prepared, error) {
 // build fills p from m.
 func (p *Prepared) build(m *Matrix) error {
 	n := m.GPUs()
-	if n > MaxGPUs {
-		return fmt.Errorf("%d GPUs: at most %d are supported", n, MaxGPUs)
+	if err := CheckGPUCount(n); err != nil {
+		return err
 	}
 	*p = Prepared{n: n}
 	if n == 0 {
@@ -436,7 +454,7 @@ func (p *Prepared) Pick(free DeviceSet, k int, opts PickOptions) (Pick, error) {
 	if err != nil {
 		return Pick{}, err
 	}
-	out := Pick{GPUs: set.Indices(), Total: int(r.total), NICLocal: int(r.nicLocal), NUMANodes: int(r.numa), Cross: int(r.cross)}
+	out := Pick{GPUs: set.Indices(), Total: int(r.total), NICLocal: int(r.nicLocal), NUMANodes: int(r.numa), Cross: int(r.cross), Optimal: !r.cutShort}
 	if k >= 2 && p.n > 0 {
 		out.Bottleneck = p.bottleneckLink(set)
 	}
@@ -458,6 +476,9 @@ type pickResult struct {
 	nicLocal int32
 	numa     int32
 	cross    int32
+	// cutShort says the search ran out of budget: set is the best found,
+	// not proven best.
+	cutShort bool
 }
 
 func (p *Prepared) pickSet(free DeviceSet, k int, opts PickOptions, r *pickResult) (DeviceSet, error) {
@@ -487,6 +508,12 @@ func (p *Prepared) pickSet(free DeviceSet, k int, opts PickOptions, r *pickResul
 	}
 
 	s := searcher{p: p, k: k, free: free, res: r}
+	// Set apart: a constant in the literal has the compiler copy the whole
+	// searcher (600 bytes) from a template, twice, where it would zero it.
+	s.budget = PickBudget
+	if opts.budget > 0 {
+		s.budget = opts.budget
+	}
 	mode := 0
 	if opts.MultiNode {
 		s.nicLocal = p.nicLocal
@@ -526,6 +553,11 @@ func (p *Prepared) pickSet(free DeviceSet, k int, opts PickOptions, r *pickResul
 			continue
 		}
 		s.search(0, cand, 0, 0)
+		if s.stopped {
+			s.bestEffort(l)
+			r.cutShort = true
+			return r.set, nil
+		}
 		if r.found {
 			return r.set, nil
 		}
@@ -551,6 +583,11 @@ type searcher struct {
 	gain     [MaxGPUs]int32
 	maxScore int32 // the highest score between two free GPUs
 	res      *pickResult
+	// nodes counts the search nodes visited; at budget the search stops
+	// (stopped) and unwinds.
+	nodes   int
+	budget  int
+	stopped bool
 }
 
 // core drops GPUs linked at the current level to fewer than k-1 other
@@ -596,6 +633,11 @@ func (s *searcher) colors(cand DeviceSet) int {
 // rowFree rowSum) with members of cand, all higher than chosen's members
 // and linked to all of them at the current level.
 func (s *searcher) search(chosen, cand DeviceSet, total, rowSum int32) {
+	if s.nodes >= s.budget {
+		s.stopped = true
+		return
+	}
+	s.nodes++
 	p := s.p
 	n := p.n
 	left := s.k - bits.OnesCount64(uint64(chosen))
@@ -616,6 +658,9 @@ func (s *searcher) search(chosen, cand DeviceSet, total, rowSum int32) {
 		}
 		gain := s.gain[i]
 		if left == 1 {
+			// Scoring a complete set is a node too; a node scores at most
+			// MaxGPUs of them, so the check at the next node suffices.
+			s.nodes++
 			s.consider(chosen|bit, total+gain, rowSum+s.rowFree[i])
 			continue
 		}
@@ -636,7 +681,119 @@ func (s *searcher) search(chosen, cand DeviceSet, total, rowSum int32) {
 			v := bits.TrailingZeros64(uint64(c))
 			s.gain[v] -= row[v]
 		}
+		if s.stopped {
+			return
+		}
 	}
+}
+
+// bestEffort finishes a pick whose search ran out of budget at score level
+// from. No level above from holds k free GPUs (those searches finished), so
+// the best set has its bottleneck at from or below. From each candidate GPU
+// of a level it grows a set greedily, twice (taking the candidate that adds the most
+// score, or the one that keeps the most candidates), at from and, while
+// none is found there, at each lower level; the lowest level joins every
+// pair, so some set is always found. Each set is ranked like the search's,
+// its bottleneck first, against the best the search found.
+func (s *searcher) bestEffort(from int) {
+	p := s.p
+	n := p.n
+	bestBottom := int32(-1)
+	if s.res.found {
+		bestBottom = p.levels[from]
+	}
+	for l := from; l < len(p.levels); l++ {
+		s.adj = p.atLeast[l*n : l*n+n]
+		cand := s.core(s.free)
+		if cand.Len() < s.k || s.colors(cand) < s.k {
+			continue
+		}
+		for c := cand; c != 0; c &= c - 1 {
+			v := bits.TrailingZeros64(uint64(c))
+			for _, byGain := range [...]bool{true, false} {
+				set, ok := s.grow(v, cand, byGain)
+				if !ok {
+					continue
+				}
+				bottom, total, rowSum := s.scoreOf(set)
+				if bottom < bestBottom {
+					continue
+				}
+				if bottom > bestBottom {
+					bestBottom = bottom
+					s.res.found = false
+				}
+				s.consider(set, total, rowSum)
+			}
+		}
+		if s.res.found {
+			return
+		}
+	}
+}
+
+// grow builds a k-clique of the current level's graph from GPU v among
+// cand, adding one GPU at a time: the one that adds the most score to the
+// set (byGain) or the one linked to the most remaining candidates, the
+// other as the tie-break, then the lowest index. Only GPUs that leave
+// enough candidates to finish are taken. It fails when none is left.
+func (s *searcher) grow(v int, cand DeviceSet, byGain bool) (DeviceSet, bool) {
+	p := s.p
+	n := p.n
+	var gain [MaxGPUs]int32
+	set := DeviceSet(1) << uint(v)
+	next := cand & s.adj[v]
+	for c := next; c != 0; c &= c - 1 {
+		u := bits.TrailingZeros64(uint64(c))
+		gain[u] = p.score[v*n+u]
+	}
+	for left := s.k - 1; left > 0; left-- {
+		best, bestGain, bestLinks := -1, int32(0), 0
+		for c := next; c != 0; c &= c - 1 {
+			u := bits.TrailingZeros64(uint64(c))
+			links := (s.adj[u] & next).Len()
+			if links < left-1 {
+				continue
+			}
+			g := gain[u]
+			better := best < 0
+			if !better && byGain {
+				better = g > bestGain || g == bestGain && links > bestLinks
+			} else if !better {
+				better = links > bestLinks || links == bestLinks && g > bestGain
+			}
+			if better {
+				best, bestGain, bestLinks = u, g, links
+			}
+		}
+		if best < 0 {
+			return 0, false
+		}
+		set |= 1 << uint(best)
+		next &= s.adj[best]
+		for c := next; c != 0; c &= c - 1 {
+			u := bits.TrailingZeros64(uint64(c))
+			gain[u] += p.score[best*n+u]
+		}
+	}
+	return set, true
+}
+
+// scoreOf is a set's lowest pair score, its total and its sum of rowFree.
+func (s *searcher) scoreOf(set DeviceSet) (bottom, total, rowSum int32) {
+	p := s.p
+	n := p.n
+	bottom = maxInt32
+	for a := set; a != 0; a &= a - 1 {
+		i := bits.TrailingZeros64(uint64(a))
+		rowSum += s.rowFree[i]
+		for b := a & (a - 1); b != 0; b &= b - 1 {
+			sc := p.score[i*n+bits.TrailingZeros64(uint64(b))]
+			total += sc
+			bottom = min(bottom, sc)
+		}
+	}
+	return bottom, total, rowSum
 }
 
 // fewSets reports whether there are at most 24 ways to choose k of n:
@@ -712,6 +869,25 @@ func (s *searcher) mostTotal(cand DeviceSet, left int, total int32) int32 {
 		cnt++
 	}
 	var sum int32
+	if 2*left > cnt {
+		// Taking most of them: sum all and drop the cnt-left smallest,
+		// the fewer selections.
+		for _, x := range w[:cnt] {
+			sum += x
+		}
+		for drop := cnt - left; drop > 0; drop-- {
+			small := 0
+			for x := 1; x < cnt; x++ {
+				if w[x] < w[small] {
+					small = x
+				}
+			}
+			sum -= w[small]
+			w[small] = w[cnt-1]
+			cnt--
+		}
+		return total + sum/2
+	}
 	for ; left > 0 && cnt > 0; left-- {
 		big := 0
 		for x := 1; x < cnt; x++ {
@@ -726,14 +902,21 @@ func (s *searcher) mostTotal(cand DeviceSet, left int, total int32) int32 {
 	return total + sum/2
 }
 
-// bestScores is the sum of the r highest scores from GPU v to GPUs in
-// among, counted level by level from the atLeast masks.
+// bestScores bounds the sum of the r highest scores from GPU v to GPUs in
+// among, counted level by level from the atLeast masks. Past boundLevels
+// levels every score left is at most the current level's, which bounds the
+// rest: the bound gets looser, but its cost stays the same however many
+// kinds of link a machine reports (hundreds of NV<n> counts, on a hostile
+// one). Real machines have fewer than ten, so their bound is exact.
 func (s *searcher) bestScores(v int, among DeviceSet, r int) int32 {
 	p := s.p
 	n := p.n
 	var sum int32
 	had := 0
 	for l := 0; l < len(p.levels) && r > 0; l++ {
+		if l == boundLevels {
+			return sum + int32(r)*p.levels[l]
+		}
 		c := (p.atLeast[l*n+v] & among).Len()
 		take := min(c-had, r)
 		sum += int32(take) * p.levels[l]
@@ -742,6 +925,9 @@ func (s *searcher) bestScores(v int, among DeviceSet, r int) int32 {
 	}
 	return sum
 }
+
+// boundLevels is how many score levels bestScores counts exactly.
+const boundLevels = 16
 
 // leastNUMA is a lower bound on the NUMA count of chosen plus left more
 // GPUs from cand. When every GPU has one NUMA node at most, GPUs on nodes

@@ -78,3 +78,41 @@ func BenchmarkPickSetRandom16(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPickDevicesWorstCase times picks on machines no real layout
+// resembles, where the search runs out of PickBudget: issue 7's random
+// 64-GPU matrix of three link kinds, and random matrices of 6, 16 and 260
+// kinds (the last the costliest node for the total bound). It reports the
+// thread's CPU time per pick and whether the pick was proven optimal
+// (optimal: 1), so the cost of a pick that uses up its budget is read off
+// directly.
+func BenchmarkPickDevicesWorstCase(b *testing.B) {
+	cases := []struct {
+		name string
+		m    *Matrix
+	}{
+		{"random-64-3kinds", hostileMatrix()},
+		{"kinds=6/n=64", manyLinkKindsMatrix(rand.New(rand.NewSource(64006)), 64, 6)},
+		{"kinds=16/n=64", manyLinkKindsMatrix(rand.New(rand.NewSource(64016)), 64, 16)},
+		{"kinds=260/n=48", manyLinkKindsMatrix(rand.New(rand.NewSource(48260)), 48, 260)},
+	}
+	for _, c := range cases {
+		n := c.m.GPUs()
+		for _, k := range []int{8, 16, 20, 24, 28, 32, 36, 48} {
+			if k > n {
+				continue
+			}
+			b.Run(fmt.Sprintf("%s/k=%d", c.name, k), func(b *testing.B) {
+				optimal := false
+				loopOnThread(b, func() {
+					p, err := PickDevices(c.m, AllDevices(n), k, PickOptions{})
+					if err != nil {
+						b.Fatal(err)
+					}
+					optimal = p.Optimal
+				})
+				b.ReportMetric(map[bool]float64{false: 0, true: 1}[optimal], "optimal")
+			})
+		}
+	}
+}

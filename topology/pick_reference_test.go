@@ -13,10 +13,10 @@ func pickReference(m *Matrix, free DeviceSet, k int, opts PickOptions) Pick {
 		free &= AllDevices(n)
 	}
 	if k == 0 {
-		return Pick{GPUs: []int{}}
+		return Pick{GPUs: []int{}, Optimal: true}
 	}
 	if n == 0 {
-		return Pick{GPUs: free.Indices()[:k]}
+		return Pick{GPUs: free.Indices()[:k], Optimal: true}
 	}
 	return pickExhaustive(m, free, k, opts)
 }
@@ -105,7 +105,7 @@ func pickExhaustive(m *Matrix, free DeviceSet, k int, opts PickOptions) Pick {
 			best, found = s, true
 		}
 	})
-	p := Pick{GPUs: best.set.Indices(), Total: best.total, NICLocal: best.nicLocal, NUMANodes: best.numa, Cross: best.cross}
+	p := Pick{GPUs: best.set.Indices(), Total: best.total, NICLocal: best.nicLocal, NUMANodes: best.numa, Cross: best.cross, Optimal: true}
 	if k >= 2 {
 		p.Bottleneck = best.bneck
 	}

@@ -207,7 +207,8 @@ func (s *scheduler) schedule(job Job, workers []Worker, policy Policy) Decision 
 			lastExp.Excluded = append(lastExp.Excluded, Exclusion{Reason: ReasonTorchVersion, Workers: n})
 		}
 	}
-	d.Summary = unplacedSummary(&d, level, s.nodes, bestExp, torchVersions(lastExp.Buckets))
+	eligible := len(workers) - s.excl[0] - s.excl[1] - s.excl[2] // less label, region, too_few_gpus
+	d.Summary = unplacedSummary(&d, level, s.nodes, bestExp, torchVersions(lastExp.Buckets), eligible)
 	return d
 }
 

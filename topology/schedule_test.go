@@ -113,6 +113,27 @@ func TestScheduleRequiredLevelWaitsOrFails(t *testing.T) {
 	}
 }
 
+// TestScheduleSaysNoWorkerIsEligibleAtEveryLocality: when the policy leaves
+// no worker, every locality says so in the same words, and levels without
+// buckets list them as [] (not null), as they do exclusions.
+func TestScheduleSaysNoWorkerIsEligibleAtEveryLocality(t *testing.T) {
+	for _, locality := range []string{LocalityPrefer, LocalityNetworkGroup, LocalityZone, LocalityRegion, LocalityAny} {
+		t.Run(locality, func(t *testing.T) {
+			d := Schedule(Job{Name: "train", Nodes: 1, GPUsPerNode: 8}, zoneFleet(), Policy{GroupLocality: locality, Regions: []string{"asia-east1"}})
+			if want := `waiting: no worker is eligible; on_unschedulable = "wait" keeps it waiting`; d.Summary != want {
+				t.Errorf("summary %q, want %q", d.Summary, want)
+			}
+			b, err := json.Marshal(d.Explanation)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bytes.Contains(b, []byte("null")) || !bytes.Contains(b, []byte(`"buckets":[]`)) {
+				t.Errorf("explanation %s: want every list as [], none null", b)
+			}
+		})
+	}
+}
+
 func TestScheduleRequiredLevelNeverUsesWorkersWithoutAValue(t *testing.T) {
 	// Zone required: n1 and n2 report no zone, so the two-worker
 	// europe-west1-c is the only zone that can hold 2 once b is full.
@@ -522,6 +543,7 @@ func TestScheduleDecisionJSON(t *testing.T) {
 		{"placed-region", 5, Policy{}, labFleet()},
 		{"waiting-zone", 4, Policy{GroupLocality: LocalityZone}, zoneFleet()},
 		{"failed-zone", 5, Policy{GroupLocality: LocalityZone, OnUnschedulable: UnschedulableFail}, zoneFleet()},
+		{"failed-zone-no-eligible-worker", 1, Policy{GroupLocality: LocalityZone, OnUnschedulable: UnschedulableFail, Regions: []string{"asia-east1"}}, zoneFleet()},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			d := Schedule(Job{Name: "train", Nodes: tt.nodes, GPUsPerNode: 4}, tt.fleet, tt.policy)

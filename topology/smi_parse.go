@@ -208,6 +208,9 @@ func ParseSMI(text string) (*Matrix, error) {
 			nGPU++
 		}
 	}
+	if err := CheckGPUCount(nGPU); err != nil {
+		return nil, errAt(header.no, "%v", err)
+	}
 	gpuCol := make([]int, nGPU)
 	for i := 0; i < nGPU; i++ {
 		c, ok := colOf["GPU"+strconv.Itoa(i)]

@@ -394,6 +394,7 @@ func TestParseSMIRejectsDamagedInputWithTheLine(t *testing.T) {
 		{"duplicate row", head + "GPU0     X      PHB     0-11    0\nGPU0     X      PHB     0-11    0\n", 3, "second row labelled GPU0"},
 		{"long damaged cell is clipped", head + "GPU0     X      PHB     0-11    " + strings.Repeat("7-", 500) + "\nGPU1    PHB      X      0-11    0\n", 2, `NUMA Affinity "7-7-7-7-7-7-7-7-7-7-7-7-7-7-7-7-7-7-7..."`},
 		{"bad GPU NUMA ID", "        GPU0    CPU Affinity    NUMA Affinity   GPU NUMA ID\nGPU0     X      0-19    0               four\n", 2, "GPU NUMA ID"},
+		{"more GPUs than a DeviceSet holds", pairedSMIText(MaxGPUs + 1), 1, "65 GPUs: at most 64 GPUs per machine are supported"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -446,6 +447,66 @@ func TestParseSMIDamagedRecordingsFailCleanly(t *testing.T) {
 			if m.GPUs() < 1 || len(m.NUMAAffinity) != m.GPUs() {
 				t.Fatalf("%s: parsed a damaged variant into an inconsistent matrix", f.file)
 			}
+		}
+	}
+}
+
+// pairedSMIText is `nvidia-smi topo -m` output of n GPUs joined in NV4
+// pairs (0-1, 2-3, ...), SYS otherwise.
+func pairedSMIText(n int) string {
+	var b strings.Builder
+	for j := 0; j < n; j++ {
+		fmt.Fprintf(&b, "\tGPU%d", j)
+	}
+	b.WriteString("\tCPU Affinity\n")
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "GPU%d", i)
+		for j := 0; j < n; j++ {
+			switch {
+			case i == j:
+				b.WriteString("\t X ")
+			case i/2 == j/2:
+				b.WriteString("\tNV4")
+			default:
+				b.WriteString("\tSYS")
+			}
+		}
+		b.WriteString("\t0-7\n")
+	}
+	return b.String()
+}
+
+func TestParseSMIReadsAMachineOfMaxGPUsWithEveryIsland(t *testing.T) {
+	m, err := ParseSMI(pairedSMIText(MaxGPUs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	islands := m.NVLinkIslands()
+	if m.GPUs() != MaxGPUs || len(islands) != MaxGPUs/2 {
+		t.Fatalf("%d GPUs, %d NVLink islands: want %d and %d", m.GPUs(), len(islands), MaxGPUs, MaxGPUs/2)
+	}
+	for k, is := range islands {
+		if is != DeviceSetOf(2*k, 2*k+1) {
+			t.Fatalf("island %d is %v, want GPU%d-%d", k, is.Indices(), 2*k, 2*k+1)
+		}
+	}
+	if _, err := PrepareMatrix(m); err != nil {
+		t.Fatalf("PrepareMatrix refuses what ParseSMI reads: %v", err)
+	}
+}
+
+func TestEveryReaderStatesTheGPULimitTheSameWay(t *testing.T) {
+	want := CheckGPUCount(MaxGPUs + 1)
+	if want == nil || CheckGPUCount(MaxGPUs) != nil {
+		t.Fatalf("CheckGPUCount(%d) = %v, CheckGPUCount(%d) = %v", MaxGPUs+1, want, MaxGPUs, CheckGPUCount(MaxGPUs))
+	}
+	_, parseErr := ParseSMI(pairedSMIText(MaxGPUs + 1))
+	big := &Matrix{Links: make([][]Link, MaxGPUs+1)}
+	_, prepErr := PrepareMatrix(big)
+	_, pickErr := PickDevices(big, AllDevices(MaxGPUs), 2, PickOptions{})
+	for name, err := range map[string]error{"ParseSMI": parseErr, "PrepareMatrix": prepErr, "PickDevices": pickErr} {
+		if err == nil || !strings.HasSuffix(err.Error(), want.Error()) {
+			t.Errorf("%s: %v, want it to end %q", name, err, want)
 		}
 	}
 }

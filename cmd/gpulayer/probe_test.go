@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/gpulayer/gpulayer/internal/iostreams"
 	"github.com/gpulayer/gpulayer/providers/sandbox"
@@ -26,26 +27,28 @@ func startProbeSandbox(t *testing.T, hosts int) *sandbox.Sandbox {
 
 func TestProbeTableSanitizesWhatMachinesReport(t *testing.T) {
 	sb := startProbeSandbox(t, 2)
-	// A hostile machine names its GPUs with escapes that would clear the
-	// terminal and set its title.
-	m := sb.Machines[0]
-	gpus, err := os.ReadFile(filepath.Join(m.Dir, "gpus"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	evil := strings.ReplaceAll(string(gpus), m.Model.GPUName, "EVIL\x1b[2J\x1b]0;owned\x07GPU")
-	if err := os.WriteFile(filepath.Join(m.Dir, "gpus"), []byte(evil), 0o644); err != nil {
-		t.Fatal(err)
+	// Hostile machines name their GPUs with escapes that would clear the
+	// terminal and set its title, in 7 bits and, alone, in 8 (0x9b is CSI).
+	for i, name := range []string{"EVIL\x1b[2J\x1b]0;owned\x07GPU", "EVIL\x9b2JGPU"} {
+		m := sb.Machines[i]
+		gpus, err := os.ReadFile(filepath.Join(m.Dir, "gpus"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		evil := strings.ReplaceAll(string(gpus), m.Model.GPUName, name)
+		if err := os.WriteFile(filepath.Join(m.Dir, "gpus"), []byte(evil), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	io, _, out, errOut := iostreams.Test()
 	if code := run([]string{"probe", sb.Dir}, io); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
 	text := out.String()
-	if strings.ContainsAny(text, "\x1b\x07") {
+	if strings.ContainsAny(text, "\x1b\x07") || !utf8.ValidString(text) {
 		t.Fatalf("raw control bytes in the table:\n%q", text)
 	}
-	if !strings.Contains(text, "EVIL\uFFFD[2J\uFFFD]0;owned\uFFFDGPU") {
+	if !strings.Contains(text, "EVIL\uFFFD[2J\uFFFD]0;owned\uFFFDGPU") || !strings.Contains(text, "EVIL\uFFFD2JGPU") {
 		t.Errorf("hostile GPU name not shown sanitized:\n%s", text)
 	}
 	for _, m := range sb.Machines {

@@ -240,8 +240,8 @@ func topoShowRun(opts *topoShowOptions) error {
 }
 
 // topoPickJSON is `topo pick --json`: the chosen GPUs, the numbers that
-// ranked them, and what the job asked for. bottleneck is null for fewer
-// than two GPUs.
+// ranked them, whether the search proved them best, and what the job asked
+// for. bottleneck is null for fewer than two GPUs.
 type topoPickJSON struct {
 	GPUs       []int   `json:"gpus"`
 	Bottleneck *string `json:"bottleneck"`
@@ -249,6 +249,7 @@ type topoPickJSON struct {
 	NUMANodes  int     `json:"numa_nodes"`
 	NICLocal   int     `json:"nic_local"`
 	Cross      int     `json:"cross"`
+	Optimal    bool    `json:"optimal"`
 	FreeAfter  []int   `json:"free_after"`
 	Count      int     `json:"count"`
 	Busy       []int   `json:"busy"`
@@ -272,6 +273,7 @@ func (r topoPickResult) json() topoPickJSON {
 		NUMANodes: r.pick.NUMANodes,
 		NICLocal:  r.pick.NICLocal,
 		Cross:     r.pick.Cross,
+		Optimal:   r.pick.Optimal,
 		FreeAfter: r.freeAfter.Indices(),
 		Count:     r.count,
 		Busy:      r.busy,

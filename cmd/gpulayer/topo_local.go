@@ -8,6 +8,7 @@ import (
 	"io"
 	"os/exec"
 	"strings"
+	"time"
 
 	"github.com/gpulayer/gpulayer/internal/iostreams"
 	"github.com/gpulayer/gpulayer/topology"
@@ -96,8 +97,16 @@ func smiMatrix(ctx context.Context) (*topology.Matrix, error) {
 	return m, nil
 }
 
+// smiWaitDelay is how long nvidia-smi's output may stay open after it
+// exited or was killed: a process it started can hold the pipe, and
+// waiting for that would outlast the command's timeout.
+const smiWaitDelay = 2 * time.Second
+
 // nvidiaSMITopo runs `nvidia-smi topo -m` and returns what it printed. The
 // context bounds how long it may take: a wedged driver can hang nvidia-smi.
+// When the context ends, nvidia-smi's whole process group is killed, and
+// its output is given up smiWaitDelay later even if a process that left
+// the group still holds it.
 func nvidiaSMITopo(ctx context.Context) (string, error) {
 	path, err := exec.LookPath("nvidia-smi")
 	if err != nil {
@@ -107,9 +116,16 @@ func nvidiaSMITopo(ctx context.Context) (string, error) {
 	cmd := exec.CommandContext(ctx, path, "topo", "-m")
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr
+	killGroupOnCancel(cmd)
+	cmd.WaitDelay = smiWaitDelay
 	if err := cmd.Run(); err != nil {
 		if ctx.Err() != nil {
 			return "", fmt.Errorf("nvidia-smi topo -m: no answer in time: %w", ctx.Err())
+		}
+		if errors.Is(err, exec.ErrWaitDelay) {
+			// It exited, but something it started still holds its output.
+			killGroup(cmd)
+			return "", fmt.Errorf("nvidia-smi topo -m: exited, but a process it started still held its output %s later", smiWaitDelay)
 		}
 		msg := strings.TrimSpace(stderr.String())
 		if msg == "" {

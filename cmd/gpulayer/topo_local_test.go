@@ -5,7 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -182,5 +185,67 @@ func TestTopoPickMultiNodeReadsThisMachineWithNICs(t *testing.T) {
 	}
 	if reflect.ValueOf(got.src.local).Pointer() != reflect.ValueOf(localMatrixWithNICs).Pointer() {
 		t.Fatal("pick --multi-node without FILE does not read nvidia-smi first")
+	}
+}
+
+// TestNvidiaSMIGivesUpWhenItsChildrenHoldTheOutput runs a fake nvidia-smi
+// whose children keep its stdout open: hung with a child, hung with a
+// child that left its process group, and exited at once with a child left
+// behind. Each call must end with an error instead of waiting for the
+// children (600 s).
+func TestNvidiaSMIGivesUpWhenItsChildrenHoldTheOutput(t *testing.T) {
+	cases := []struct {
+		name, script string
+		timeout      time.Duration
+		says         string
+		wantDeadline bool
+	}{
+		{"hung with a child", "/bin/sleep 600 &\necho $! >\"$PIDS\"\nexec /bin/sleep 600\n", 300 * time.Millisecond, "no answer in time", true},
+		{"hung with a child out of its group", "/usr/bin/setsid /bin/sleep 600 &\necho $! >\"$PIDS\"\nexec /bin/sleep 600\n", 300 * time.Millisecond, "no answer in time", true},
+		{"exited with a child left behind", "/bin/sleep 600 &\necho $! >\"$PIDS\"\necho GPU0\nexit 0\n", 15 * time.Second, "a process it started still held its output", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			pids := filepath.Join(t.TempDir(), "pids")
+			t.Setenv("PIDS", pids)
+			fakeNvidiaSMI(t, c.script)
+			t.Cleanup(func() { stopChildren(t, pids) })
+
+			ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+			defer cancel()
+			type result struct {
+				out string
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				out, err := nvidiaSMITopo(ctx)
+				done <- result{out, err}
+			}()
+			select {
+			case r := <-done:
+				if r.err == nil || !strings.Contains(r.err.Error(), c.says) || errors.Is(r.err, context.DeadlineExceeded) != c.wantDeadline {
+					t.Fatalf("output %q, error %v: want one saying %q", r.out, r.err, c.says)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("nvidiaSMITopo still waits for the output its children hold")
+			}
+		})
+	}
+}
+
+// stopChildren kills the processes whose ids the fake nvidia-smi wrote to
+// path, so that no sleep outlives the test.
+func stopChildren(t *testing.T, path string) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	for _, f := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil && pid > 1 {
+			if p, err := os.FindProcess(pid); err == nil {
+				_ = p.Kill()
+			}
+		}
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/gpulayer/gpulayer/internal/iostreams"
 	"github.com/gpulayer/gpulayer/topology"
@@ -124,7 +125,8 @@ type cell struct {
 func plainCell(s string) cell { return cell{s, s} }
 
 // renderTable aligns cells in columns two spaces apart, padding by the
-// unstyled width.
+// unstyled width in characters (a sanitized name holds U+FFFD, three
+// bytes wide in UTF-8 and one column on the terminal).
 func renderTable(rows [][]cell) string {
 	var widths []int
 	for _, r := range rows {
@@ -132,7 +134,7 @@ func renderTable(rows [][]cell) string {
 			if c >= len(widths) {
 				widths = append(widths, 0)
 			}
-			widths[c] = max(widths[c], len(x.text))
+			widths[c] = max(widths[c], utf8.RuneCountInString(x.text))
 		}
 	}
 	var b strings.Builder
@@ -141,7 +143,7 @@ func renderTable(rows [][]cell) string {
 		for c, x := range r {
 			line.WriteString(x.styled)
 			if c < len(r)-1 {
-				line.WriteString(strings.Repeat(" ", widths[c]-len(x.text)+2))
+				line.WriteString(strings.Repeat(" ", widths[c]-utf8.RuneCountInString(x.text)+2))
 			}
 		}
 		b.WriteString(strings.TrimRight(line.String(), " "))
@@ -226,6 +228,10 @@ func linkCell(l topology.Link, st topoStyles) cell {
 	return cell{t, st.link(l, t)}
 }
 
+// notProvenOptimal is what the human view says of a pick whose search ran
+// out of topology.PickBudget.
+var notProvenOptimal = fmt.Sprintf("best found within the search budget (%d nodes); not proven optimal", topology.PickBudget)
+
 // renderTopoPick is the human view of a pick: the chosen GPUs, the numbers
 // that ranked them with what each means, what stays free, and the
 // CUDA_VISIBLE_DEVICES line for them.
@@ -236,7 +242,11 @@ func renderTopoPick(m *topology.Matrix, r topoPickResult, st topoStyles) string 
 	if len(r.busy) > 0 {
 		fmt.Fprintf(&b, "; busy: %s", gpuList(r.busy))
 	}
-	b.WriteString(")\n\n")
+	b.WriteString(")\n")
+	if !p.Optimal {
+		b.WriteString(st.faint(notProvenOptimal) + "\n")
+	}
+	b.WriteString("\n")
 	var rows [][]cell
 	if len(p.GPUs) >= 2 {
 		rows = append(rows, []cell{plainCell("bottleneck"), linkCell(p.Bottleneck, st), plainCell("the slowest link inside the set decides collective speed")})

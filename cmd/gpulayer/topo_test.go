@@ -3,12 +3,14 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/charmbracelet/lipgloss"
 	"github.com/muesli/termenv"
@@ -138,6 +140,9 @@ func TestTopoPickJSONOnEveryRecording(t *testing.T) {
 					}
 					if (got.Bottleneck == nil) != (k < 2) || got.Bottleneck != nil && *got.Bottleneck != want.Bottleneck.String() {
 						t.Fatalf("%v: bottleneck %v, want %v", args, got.Bottleneck, want.Bottleneck)
+					}
+					if !got.Optimal || !want.Optimal {
+						t.Fatalf("%v: optimal %v, pick %v: every recording is picked exactly", args, got.Optimal, want.Optimal)
 					}
 					if len(got.FreeAfter) != free.Len()-k || got.FreeAfter == nil || got.Busy == nil {
 						t.Fatalf("%v: free_after %v, busy %v", args, got.FreeAfter, got.Busy)
@@ -307,4 +312,136 @@ func TestTopoWithoutFileReportsNvidiaSMIFailures(t *testing.T) {
 			t.Fatalf("exit %d, stderr %q", code, errOut)
 		}
 	})
+}
+
+// writeSMIText writes `nvidia-smi topo -m` output of n GPUs, link(i, j)
+// between GPUs i < j, to a file and returns its path.
+func writeSMIText(t *testing.T, n int, link func(i, j int) string) string {
+	t.Helper()
+	var b strings.Builder
+	for j := 0; j < n; j++ {
+		fmt.Fprintf(&b, "\tGPU%d", j)
+	}
+	b.WriteString("\tCPU Affinity\tNUMA Affinity\n")
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "GPU%d", i)
+		for j := 0; j < n; j++ {
+			switch {
+			case i == j:
+				b.WriteString("\t X ")
+			case i < j:
+				b.WriteString("\t" + link(i, j))
+			default:
+				b.WriteString("\t" + link(j, i))
+			}
+		}
+		fmt.Fprintf(&b, "\t0-7\t%d\n", i%4)
+	}
+	path := filepath.Join(t.TempDir(), fmt.Sprintf("%d-gpus.txt", n))
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// pairs joins GPUs in NV4 pairs (0-1, 2-3, ...), SYS otherwise.
+func pairs(i, j int) string {
+	if i/2 == j/2 {
+		return "NV4"
+	}
+	return "SYS"
+}
+
+func TestTopoShowAndPickStateTheGPULimitTheSameWay(t *testing.T) {
+	path := writeSMIText(t, topology.MaxGPUs+1, pairs)
+	want := path + ": line 1: " + topology.CheckGPUCount(topology.MaxGPUs+1).Error()
+	for _, args := range [][]string{{"topo", "show", path}, {"topo", "show", path, "--json"}, {"topo", "pick", path, "--count", "2"}} {
+		code, out, errOut := runCLI(t, "", args...)
+		if code != 1 || strings.TrimSpace(errOut) != "Error: "+want {
+			t.Errorf("%v: exit %d, stderr %q (stdout %q), want exit 1 and %q", args, code, errOut, out, want)
+		}
+	}
+
+	// At the limit every GPU is shown in its island, and pick agrees.
+	path = writeSMIText(t, topology.MaxGPUs, pairs)
+	code, out, errOut := runCLI(t, "", "topo", "show", path)
+	if code != 0 {
+		t.Fatalf("show %d GPUs: exit %d: %s", topology.MaxGPUs, code, errOut)
+	}
+	if !strings.Contains(out, "GPU58-59, GPU60-61, GPU62-63;") || !regexp.MustCompile(`(?m)^GPU63 .* island 32 `).MatchString(out) {
+		t.Errorf("show %d GPUs misses the last islands:\n%s", topology.MaxGPUs, out)
+	}
+	code, out, errOut = runCLI(t, "", "topo", "pick", path, "--count", "2", "--busy", "0", "--json")
+	if code != 0 || !strings.Contains(out, `"gpus": [
+    2,
+    3
+  ]`) {
+		t.Errorf("pick 2 of %d GPUs: exit %d, %s%s", topology.MaxGPUs, code, out, errOut)
+	}
+}
+
+// hostileLinks are random links of three kinds between 64 GPUs (seeded):
+// no real machine is wired so, and the exact pick of 24 of them would take
+// minutes.
+func hostileLinks() func(i, j int) string {
+	kinds := []string{"SYS", "PHB", "NV1"}
+	rng := rand.New(rand.NewSource(1))
+	var cells [topology.MaxGPUs][topology.MaxGPUs]string
+	for i := range cells {
+		for j := i + 1; j < len(cells); j++ {
+			cells[i][j] = kinds[rng.Intn(len(kinds))]
+		}
+	}
+	return func(i, j int) string { return cells[i][j] }
+}
+
+func TestTopoPickSaysWhenItsPickIsNotProvenOptimal(t *testing.T) {
+	path := writeSMIText(t, topology.MaxGPUs, hostileLinks())
+	code, out, errOut := runCLI(t, "", "topo", "pick", path, "--count", "24", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var got topoPickJSON
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Optimal || !strings.Contains(out, `"optimal": false`) || len(got.GPUs) != 24 {
+		t.Fatalf("want 24 GPUs and \"optimal\": false:\n%s", out)
+	}
+	code, out, errOut = runCLI(t, "", "topo", "pick", path, "--count", "24")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	// The same inputs give the same pick, byte for byte.
+	assertGolden(t, "topo/pick-64-random-links-not-proven.golden", out)
+}
+
+func TestTopoShowSanitizesNICNamesByteForByte(t *testing.T) {
+	// A NIC named with an 8-bit CSI (0x9b), a zero-width space and a byte
+	// that is not UTF-8, each of which a terminal would act on or hide.
+	text := "\tGPU0\tGPU1\tNIC0\tCPU Affinity\tNUMA Affinity\n" +
+		"GPU0\t X \tPHB\tNODE\t0-23\t0\n" +
+		"GPU1\tPHB\t X \tNODE\t0-23\t0\n" +
+		"NIC0\tNODE\tNODE\t X \n\nNIC Legend:\n\n  NIC0: mlx5\x9b2J\u200bx\xff\n"
+	path := filepath.Join(t.TempDir(), "evil-nic.txt")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const shown = "mlx5\uFFFD2J\uFFFDx\uFFFD"
+	for _, args := range [][]string{{"topo", "show", path}, {"topo", "show", path, "--json"}} {
+		code, out, errOut := runCLI(t, "", args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+		if !utf8.ValidString(out) || !strings.Contains(out, shown) {
+			t.Fatalf("%v: want valid UTF-8 showing %q:\n%q", args, shown, out)
+		}
+	}
+	// Columns line up by characters, not bytes: each U+FFFD is three.
+	_, out, _ := runCLI(t, "", "topo", "show", path)
+	lines := strings.Split(out, "\n")
+	at := func(line, word string) int { return utf8.RuneCountInString(line[:strings.Index(line, word)]) }
+	if head, row := lines[2], lines[3]; at(head, "NVLink") != at(row, "  -  ")+2 {
+		t.Errorf("the NVLink column is misaligned after the NIC name:\n%s\n%s", head, row)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/gpulayer/gpulayer/reconcile/facts"
 	"github.com/gpulayer/gpulayer/reconcile/factsview"
@@ -75,6 +76,11 @@ func FuzzParse(f *testing.F) {
 		var table bytes.Buffer
 		if err := factsview.WriteTable(&table, &facts.Document{Version: facts.Version, Hosts: []facts.Host{h}}, false); err != nil {
 			t.Fatal(err)
+		}
+		// Bytes, not runes: a byte that is not UTF-8 (0x9b, CSI to a
+		// terminal in 8-bit mode) reads as U+FFFD when ranged over.
+		if !utf8.Valid(table.Bytes()) {
+			t.Fatalf("the table carries bytes that are not UTF-8 from the machine's output:\n%q", table.String())
 		}
 		for _, r := range table.String() {
 			if r != '\n' && (unicode.IsControl(r) || strings.ContainsRune("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069", r)) {

@@ -51,8 +51,8 @@ func Discover(lib nvml.Interface) (*topology.Matrix, error) {
 		return nil, err
 	}
 	n := len(gpus)
-	if n > topology.MaxGPUs {
-		return nil, fmt.Errorf("nvml: %d GPUs: at most %d are supported", n, topology.MaxGPUs)
+	if err := topology.CheckGPUCount(n); err != nil {
+		return nil, fmt.Errorf("nvml: %w", err)
 	}
 	has := driverFeaturesOf(lib)
 

@@ -452,3 +452,19 @@ func TestPCIeLevelsMapToNvidiaSmiTokens(t *testing.T) {
 		t.Error("pcieLink(15) accepted an unknown level")
 	}
 }
+
+func TestDiscoverRefusesMoreGPUsThanTopologyHolds(t *testing.T) {
+	n := topology.MaxGPUs + 1
+	buses := make([]int, n)
+	for i := range buses {
+		buses[i] = i + 1
+	}
+	var m fakeMachine
+	for _, b := range busIDs(buses...) {
+		m.gpus = append(m.gpus, fakeGPU{busID: b, numaID: -1})
+	}
+	_, err := discover(t, m, newServer(t, n, rtx6000Ada))
+	if want := "nvml: " + topology.CheckGPUCount(n).Error(); err == nil || err.Error() != want {
+		t.Fatalf("error %v, want %q", err, want)
+	}
+}
