@@ -263,7 +263,7 @@ func TestUnreadableStateIsRefusedByLoadAndSaveAndLeftUntouched(t *testing.T) {
 		{"format_version 0", replace(`"format_version": 1,`, `"format_version": 0,`), false, "format_version 0"},
 		{"no lineage", replace(`"lineage": "0e4a9f3c-5f6b-4d7e-8a9b-0c1d2e3f4a5b",`, `"lineage": "",`), false, "has no lineage"},
 		{"serial 0", replace(`"serial": 3,`, `"serial": 0,`), false, "serial 0"},
-		{"two jobs of one name", bytes.Replace(replace(`"jobs": [`, `"jobs": [{"name": "train", "spec": {"command": [], "env": {}, "launcher": "", "nodes": 0, "gpus_per_node": 0, "policy": {"name": "", "group_locality": "", "rank": "", "on_unschedulable": "", "bucket_choice": "", "regions": [], "labels": {}}, "stop_timeout": "0s"}, "config_hash": "", "status": "", "run_id": "", "launched_at": "0001-01-01T00:00:00Z", "nodes": []},`), nil, nil, 0), false, `two jobs named "train"`},
+		{"two jobs of one name", replace(`"jobs": [`, `"jobs": [{"name": "train", "spec": {"command": [], "env": {}, "launcher": "", "nodes": 0, "gpus_per_node": 0, "policy": {"name": "", "group_locality": "", "rank": "", "on_unschedulable": "", "bucket_choice": "", "regions": [], "labels": {}}, "stop_timeout": "0s"}, "config_hash": "", "status": "", "run_id": "", "launched_at": "0001-01-01T00:00:00Z", "nodes": []},`), false, `two jobs named "train"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
