@@ -25,13 +25,13 @@ import (
 // fleet is a sandbox of n machines with the given jobs beside its
 // configuration, and the state file of that directory.
 type fleet struct {
-	t    *testing.T
+	t    testing.TB
 	sb   *sandbox.Sandbox
 	pool *ssh.Pool
 	st   *state.Local
 }
 
-func newFleet(t *testing.T, n int) *fleet {
+func newFleet(t testing.TB, n int) *fleet {
 	t.Helper()
 	sb, err := sandbox.Start(sandbox.Options{Hosts: n, Dir: t.TempDir()})
 	if err != nil {
