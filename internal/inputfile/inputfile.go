@@ -6,6 +6,7 @@
 package inputfile
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -33,7 +34,11 @@ func Read(path string, max int64) ([]byte, error) {
 	if fi.Size() > max {
 		return nil, fmt.Errorf("%s is %s; at most %s is read", path, Size(fi.Size()), Size(max))
 	}
-	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	// Sized from the file, so a large one is read in one allocation rather
+	// than grown by doubling.
+	buf := bytes.NewBuffer(make([]byte, 0, fi.Size()+512))
+	_, err = buf.ReadFrom(io.LimitReader(f, max+1))
+	data := buf.Bytes()
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}

@@ -1,7 +1,6 @@
 package facts
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,26 +26,22 @@ func ReadFile(path string) (*Document, error) {
 
 // Decode reads a facts document; name says where it came from, for errors.
 func Decode(name string, data []byte) (*Document, error) {
-	var head struct {
-		Version *int `json:"version"`
-	}
-	if err := json.Unmarshal(data, &head); err != nil {
-		return nil, fmt.Errorf("%s is not a facts document: %w", name, err)
-	}
-	if head.Version == nil {
+	var d Document
+	// One pass: the version is checked after the document is read, and
+	// an error in a document of another version reports the version.
+	err := json.Unmarshal(data, &d)
+	if err == nil && d.Version == 0 {
 		return nil, fmt.Errorf("%s is not a facts document: it has no version", name)
 	}
-	if *head.Version != Version {
-		return nil, fmt.Errorf("%s is a facts document of version %d; this gpulayer reads version %d", name, *head.Version, Version)
+	if d.Version != 0 && d.Version != Version {
+		return nil, fmt.Errorf("%s is a facts document of version %d; this gpulayer reads version %d", name, d.Version, Version)
 	}
-	var d Document
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&d); err != nil {
+	if err != nil {
 		var se *json.SyntaxError
 		if errors.As(err, &se) {
-			return nil, fmt.Errorf("%s: invalid JSON at byte %d: %w", name, se.Offset, err)
+			return nil, fmt.Errorf("%s is not a facts document: invalid JSON at byte %d: %w", name, se.Offset, err)
 		}
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, fmt.Errorf("%s is not a facts document: %w", name, err)
 	}
 	return &d, nil
 }
