@@ -21,6 +21,9 @@ type host struct {
 	problem *HostProblem
 	loc     topology.Location
 	trusted bool
+	// matrix is the facts' GPU link matrix, one pointer for every host
+	// whose matrix is the same (see interned).
+	matrix *topology.Matrix
 }
 
 // usable says the host's facts can be placed on.
@@ -29,6 +32,7 @@ func (h *host) usable() bool { return h.problem == nil }
 // hosts indexes the declared hosts by name, with their facts.
 func hostsOf(cfg *config.Config, doc *facts.Document) (map[string]*host, []string) {
 	byName := map[string]*host{}
+	matrices := map[string]*topology.Matrix{}
 	var names []string
 	for _, f := range cfg.Fleets {
 		for _, ch := range f.Hosts {
@@ -43,6 +47,9 @@ func hostsOf(cfg *config.Config, doc *facts.Document) (map[string]*host, []strin
 				h.problem = &HostProblem{Host: ch.Name, Status: h.facts.Status, Error: h.facts.Error}
 			}
 			h.loc, h.trusted = hostLocation(f, ch, h.facts)
+			if h.facts != nil {
+				h.matrix = interned(matrices, h.facts.Topology)
+			}
 			byName[ch.Name] = h
 			names = append(names, ch.Name)
 		}
@@ -147,4 +154,57 @@ func bottleneckOf(m *topology.Matrix, gpus []int) string {
 // describeNode names a node in messages: "a2 (node 1)".
 func describeNode(host string, rank int) string {
 	return fmt.Sprintf("%s (node %d)", host, rank)
+}
+
+// interned returns the matrix seen before with the same content as m, or
+// m. Fleets are made of few machine models, and the placement core keeps
+// the tables it builds for a GPU pick per matrix pointer: one pointer per
+// model builds them once per model, not once per host.
+func interned(seen map[string]*topology.Matrix, m *topology.Matrix) *topology.Matrix {
+	if m == nil {
+		return nil
+	}
+	k := matrixKey(m)
+	if prev, ok := seen[k]; ok {
+		return prev
+	}
+	seen[k] = m
+	return m
+}
+
+// matrixKey writes everything a matrix holds into one string.
+func matrixKey(m *topology.Matrix) string {
+	var b []byte
+	links := func(rows [][]topology.Link) {
+		b = append(b, byte(len(rows)))
+		for _, r := range rows {
+			b = append(b, byte(len(r)))
+			for _, l := range r {
+				b = append(b, byte(l.Kind), l.NVLinks)
+			}
+		}
+	}
+	links(m.Links)
+	links(m.NICLinks)
+	for _, n := range m.NICs {
+		b = append(b, n...)
+		b = append(b, 0)
+	}
+	b = append(b, 1)
+	for _, c := range m.CPUAffinity {
+		b = append(b, c...)
+		b = append(b, 0)
+	}
+	b = append(b, 1)
+	for _, set := range m.NUMAAffinity {
+		b = append(b, byte(len(set)))
+		for _, n := range set {
+			b = append(b, byte(n), byte(n>>8))
+		}
+	}
+	b = append(b, 1)
+	for _, n := range m.GPUNUMAID {
+		b = append(b, byte(n), byte(n>>8))
+	}
+	return string(b)
 }

@@ -105,12 +105,12 @@ func worker(h *host, released map[string]bool, held []int, keptNodes int) topolo
 		LocationTrusted: h.trusted,
 		Labels:          h.cfg.Labels,
 		TorchVersion:    fh.TorchVersion,
-		Matrix:          fh.Topology,
+		Matrix:          h.matrix,
 		GPUs:            len(fh.GPUs),
 		RunningTasks:    keptNodes,
 	}
 	if w.GPUs == 0 {
-		w.GPUs = fh.Topology.GPUs()
+		w.GPUs = h.matrix.GPUs()
 	}
 	free := topology.DeviceSetOf(fh.FreeGPUs...)
 	foreign := map[int]bool{}

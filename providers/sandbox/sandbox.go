@@ -59,6 +59,9 @@ type Options struct {
 	// configuration's declared hosts (LikeConfig) lets its jobs be planned
 	// and applied on simulated machines.
 	Like []Spot
+	// Torch, when set, is every machine's torch version, instead of a
+	// fleet in the middle of an upgrade (every fourth machine older).
+	Torch string
 }
 
 // Spot is where one machine of a sandbox is, and what it is called.
@@ -154,7 +157,7 @@ func Start(opts Options) (_ *Sandbox, err error) {
 		if len(opts.Like) > 0 {
 			spot = &opts.Like[i]
 		}
-		m, env, err := prepare(dir, i, opts.Hosts, spot)
+		m, env, err := prepare(dir, i, opts.Hosts, spot, opts.Torch)
 		if err != nil {
 			return nil, err
 		}
@@ -204,10 +207,10 @@ func Start(opts Options) (_ *Sandbox, err error) {
 // and machines/ in it, must be the current user's and writable by no one
 // else (they are created so when missing).
 func Prepare(dir string, i, n int) (Machine, []string, error) {
-	return prepare(dir, i, n, nil)
+	return prepare(dir, i, n, nil, "")
 }
 
-func prepare(dir string, i, n int, spot *Spot) (Machine, []string, error) {
+func prepare(dir string, i, n int, spot *Spot, torch string) (Machine, []string, error) {
 	if err := ownDirs(dir); err != nil {
 		return Machine{}, nil, err
 	}
@@ -218,6 +221,9 @@ func prepare(dir string, i, n int, spot *Spot) (Machine, []string, error) {
 		}
 	}
 	m := plan(i, n, recordings.Machines())
+	if torch != "" {
+		m.Torch = torch
+	}
 	if spot != nil {
 		m.Name, m.Fleet = spot.Name, spot.Fleet
 		m.Region, m.Zone, m.Network = spot.Region, spot.Zone, spot.NetworkGroup

@@ -125,8 +125,9 @@ func exitCode(ctx context.Context, err error, stderr io.Writer) int {
 	return 2
 }
 
-// needsRealShell reports whether prog starts background jobs or reads a
-// process id, which the interpreter cannot give as a shell process does.
+// needsRealShell reports whether prog starts background jobs, reads a
+// process id or sends a signal (kill), which the interpreter cannot do as
+// a shell process does.
 func needsRealShell(prog *syntax.File) bool {
 	real := false
 	syntax.Walk(prog, func(n syntax.Node) bool {
@@ -141,6 +142,12 @@ func needsRealShell(prog *syntax.File) bool {
 			}
 		case *syntax.ProcSubst:
 			real = true
+		case *syntax.CallExpr:
+			// The interpreter has no kill builtin ("unsupported"), and a
+			// kill of a process group needs the shell's.
+			if len(n.Args) > 0 && n.Args[0].Lit() == "kill" {
+				real = true
+			}
 		}
 		return !real
 	})

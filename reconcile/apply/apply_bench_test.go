@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpulayer/gpulayer/providers/sandbox"
 	"github.com/gpulayer/gpulayer/reconcile"
 	"github.com/gpulayer/gpulayer/reconcile/apply"
 )
@@ -23,7 +24,7 @@ import (
 // own benchmark (benchmarks/probe).
 func BenchmarkApply64Nodes(b *testing.B) {
 	const n = 64
-	f := newFleet(b, n)
+	f := newFleetWith(b, sandbox.Options{Hosts: n, Torch: "2.5.1+cu124"})
 	var started, confirmed, stopped []time.Duration
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()

@@ -33,7 +33,13 @@ type fleet struct {
 
 func newFleet(t testing.TB, n int) *fleet {
 	t.Helper()
-	sb, err := sandbox.Start(sandbox.Options{Hosts: n, Dir: t.TempDir()})
+	return newFleetWith(t, sandbox.Options{Hosts: n})
+}
+
+func newFleetWith(t testing.TB, opts sandbox.Options) *fleet {
+	t.Helper()
+	opts.Dir = t.TempDir()
+	sb, err := sandbox.Start(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,8 +27,8 @@ type Stop struct {
 // process group, and to every process of the user whose environment holds
 // GPULAYER_RUN_ID=RunID (torchrun starts its workers in new sessions, so
 // the group alone would leave them holding GPUs); then up to Grace for
-// them to end, checked every tenth of a second; then SIGKILL for what is
-// left. The group is signalled only when its leader is still the recorded
+// them to end, checked at intervals growing from a tenth of a second to
+// half a second; then SIGKILL for what is left. The group is signalled only when its leader is still the recorded
 // process (same start time) or is gone: a pid is not reused while its
 // process group has members, so a group whose leader exited holds only
 // the job's processes.
@@ -64,63 +64,89 @@ if [ "$gpulayer_pid" -gt 0 ]; then
 		gpulayer_group=$gpulayer_pid
 	fi
 fi
-# gpulayer_members prints the pids of the run: its group's and those whose
-# environment carries the marker (only the user's own are readable).
+gpulayer_pgrep=
+command -v pgrep >/dev/null 2>&1 && gpulayer_pgrep=1
+# The functions below set variables rather than print, so that no
+# subshell is forked for them: on a machine stopping many runs at once,
+# forks are what a stop costs.
+#
+# gpulayer_alive PID... sets gpulayer_left to those of the pids that are
+# still there and not zombies, and gpulayer_n to their number.
+gpulayer_alive() {
+	gpulayer_left=
+	gpulayer_n=0
+	for gpulayer_p in "$@"; do
+		IFS= read -r gpulayer_stat </proc/$gpulayer_p/stat 2>/dev/null || continue
+		gpulayer_stat=${gpulayer_stat##*\) }
+		case $gpulayer_stat in
+		Z* | X*) continue ;;
+		esac
+		case " $gpulayer_left " in
+		*" $gpulayer_p "*) ;;
+		*)
+			gpulayer_left="$gpulayer_left $gpulayer_p"
+			gpulayer_n=$((gpulayer_n + 1))
+			;;
+		esac
+	done
+}
+# gpulayer_members sets gpulayer_left to the live pids of the run: its
+# leader's process group (pgrep where there is one, else a scan of /proc)
+# and the processes whose environment carries the marker (only the
+# user's own are readable).
 gpulayer_members() {
-	gpulayer_out=
-	if [ -n "$gpulayer_group" ]; then
+	gpulayer_found=
+	if [ -n "$gpulayer_group" ] && [ -n "$gpulayer_pgrep" ]; then
+		gpulayer_found=$(pgrep -g "$gpulayer_group" 2>/dev/null)
+	elif [ -n "$gpulayer_group" ]; then
 		for gpulayer_p in /proc/[0-9]*; do
 			gpulayer_p=${gpulayer_p#/proc/}
 			IFS= read -r gpulayer_stat </proc/$gpulayer_p/stat 2>/dev/null || continue
 			gpulayer_stat=${gpulayer_stat##*\) }
 			set -- $gpulayer_stat
-			[ "$1" = Z ] && continue
-			[ "$3" = "$gpulayer_group" ] && gpulayer_out="$gpulayer_out $gpulayer_p"
+			[ "$3" = "$gpulayer_group" ] && gpulayer_found="$gpulayer_found $gpulayer_p"
 		done
 	fi
 	for gpulayer_f in $(grep -lzxF -e "$gpulayer_marker" /proc/[0-9]*/environ 2>/dev/null); do
-		gpulayer_p=${gpulayer_f#/proc/}
-		gpulayer_p=${gpulayer_p%/environ}
-		[ "$gpulayer_p" = "$$" ] && continue
-		IFS= read -r gpulayer_stat </proc/$gpulayer_p/stat 2>/dev/null || continue
-		gpulayer_stat=${gpulayer_stat##*\) }
-		set -- $gpulayer_stat
-		[ "$1" = Z ] && continue
-		case " $gpulayer_out " in
-		*" $gpulayer_p "*) ;;
-		*) gpulayer_out="$gpulayer_out $gpulayer_p" ;;
-		esac
+		gpulayer_f=${gpulayer_f#/proc/}
+		gpulayer_found="$gpulayer_found ${gpulayer_f%/environ}"
 	done
-	printf '%s\n' "$gpulayer_out"
+	gpulayer_alive $gpulayer_found
 }
-gpulayer_any() {
-	case $gpulayer_left in
-	*[0-9]*) return 0 ;;
-	esac
-	return 1
-}
-gpulayer_left=$(gpulayer_members)
-gpulayer_signalled=0
-for gpulayer_p in $gpulayer_left; do
-	kill -TERM "$gpulayer_p" 2>/dev/null && gpulayer_signalled=$((gpulayer_signalled + 1))
-done
+gpulayer_members
+gpulayer_signalled=$gpulayer_n
+[ "$gpulayer_n" -eq 0 ] || kill -TERM $gpulayer_left 2>/dev/null
+# Between full scans (when the processes known are gone, to find any the
+# run started since, a worker restarting), only the known ones are
+# checked, at intervals growing from a tenth to half a second.
 gpulayer_tick=0
-while gpulayer_any && [ "$gpulayer_tick" -lt "$gpulayer_ticks" ]; do
-	sleep 0.1 2>/dev/null || sleep 1
-	gpulayer_tick=$((gpulayer_tick + 1))
-	gpulayer_left=$(gpulayer_members)
-	# Processes the run started since (a worker restarting) get SIGTERM too.
-	for gpulayer_p in $gpulayer_left; do kill -TERM "$gpulayer_p" 2>/dev/null; done
+gpulayer_wait=1
+while [ "$gpulayer_tick" -lt "$gpulayer_ticks" ]; do
+	if [ "$gpulayer_n" -eq 0 ]; then
+		gpulayer_members
+		[ "$gpulayer_n" -eq 0 ] && break
+		kill -TERM $gpulayer_left 2>/dev/null
+	fi
+	sleep "0.$gpulayer_wait" 2>/dev/null || sleep 1
+	gpulayer_tick=$((gpulayer_tick + gpulayer_wait))
+	[ "$gpulayer_wait" -lt 5 ] && gpulayer_wait=$((gpulayer_wait + 1))
+	gpulayer_alive $gpulayer_left
 done
-gpulayer_killed=0
-for gpulayer_p in $gpulayer_left; do
-	kill -KILL "$gpulayer_p" 2>/dev/null && gpulayer_killed=$((gpulayer_killed + 1))
-done
+[ "$gpulayer_n" -eq 0 ] && gpulayer_members
+gpulayer_killed=$gpulayer_n
+[ "$gpulayer_n" -eq 0 ] || kill -KILL $gpulayer_left 2>/dev/null
+# A process killed can leave children it had just started (an orphaned
+# sleep of a stuck loop): look again a few times and kill those too.
 gpulayer_remaining=0
-if [ "$gpulayer_killed" -gt 0 ]; then
-	sleep 0.2 2>/dev/null || sleep 1
-	for gpulayer_p in $(gpulayer_members); do gpulayer_remaining=$((gpulayer_remaining + 1)); done
-fi
+gpulayer_round=0
+while [ "$gpulayer_killed" -gt 0 ] && [ "$gpulayer_round" -lt 5 ]; do
+	sleep 0.1 2>/dev/null || sleep 1
+	gpulayer_members
+	gpulayer_remaining=$gpulayer_n
+	[ "$gpulayer_n" -eq 0 ] && break
+	kill -KILL $gpulayer_left 2>/dev/null
+	gpulayer_round=$((gpulayer_round + 1))
+done
 printf 'gpulayer-stop:ok %s %s %s\n' "$gpulayer_signalled" "$gpulayer_killed" "$gpulayer_remaining"
 `
 
