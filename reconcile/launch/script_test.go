@@ -230,7 +230,8 @@ func TestStopEndsTheGroupAndProcessesThatLeftIt(t *testing.T) {
 	home := t.TempDir()
 	// A torchrun-like launcher: its worker starts a session of its own,
 	// and ignores SIGTERM, as a stuck worker would.
-	n := node("sh", "-c", `setsid sh -c 'trap "" TERM; while :; do sleep 1; done' </dev/null >/dev/null 2>&1 & exec sleep 300`)
+	n := node("sh", "-c", `setsid sh -c 'trap "" TERM; : >worker-ready; while :; do sleep 1; done' </dev/null >/dev/null 2>&1 & exec sleep 300`)
+	n.Spec.Workdir = home
 	started, err := ParseStarted(runScript(t, home, Script(n)))
 	if err != nil {
 		t.Fatal(err)
@@ -238,6 +239,12 @@ func TestStopEndsTheGroupAndProcessesThatLeftIt(t *testing.T) {
 	defer syscall.Kill(-started.PID, syscall.SIGKILL)
 	marker := "GPULAYER_RUN_ID=" + n.RunID
 	var members []int
+	// The worker is ready once it ignores SIGTERM (a stop before that
+	// would end it without needing SIGKILL).
+	waitFor(t, "the worker to ignore SIGTERM", func() bool {
+		_, err := os.Stat(filepath.Join(home, "worker-ready"))
+		return err == nil
+	})
 	waitFor(t, "the worker in its own session", func() bool {
 		members = withMarker(marker)
 		for _, p := range members {
