@@ -267,3 +267,39 @@ func writeFile(t *testing.T, path, text string) {
 		t.Fatal(err)
 	}
 }
+
+// TestApplyWaitsForTheLockThenPlansAfresh: of two applies started together
+// the second fails at once naming the first, or with --lock-timeout waits
+// for it and then makes its own plan.
+func TestApplyWaitsForTheLockThenPlansAfresh(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "main.hcl"), `fleet "lab" {
+  host "a1" { address = "10.1.0.11" }
+}
+`)
+	statePath := filepath.Join(dir, "state.json")
+	backend := state.NewLocal(statePath)
+	if err := backend.Save(context.Background(), state.New(), 0); err != nil {
+		t.Fatal(err)
+	}
+	lock, err := backend.Lock(context.Background(), state.NewLockInfo("gpulayer apply (the first)"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"apply", dir, "--facts", quickstartFacts, "--state", statePath, "--auto-approve"}
+	code, _, errOut := runCmd(t, args...)
+	if code != 1 || !strings.Contains(errOut, `locked by "gpulayer apply (the first)"`) {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		// The first apply saves, then lets go.
+		s, _ := backend.Load(context.Background())
+		_ = backend.Save(context.Background(), s, s.Serial)
+		lock.Unlock()
+	}()
+	code, out, errOut := runCmd(t, append(args, "--lock-timeout", "20s")...)
+	if code != 0 || !strings.Contains(out, "No changes") {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+}
