@@ -412,3 +412,32 @@ job "pair" {
 		t.Fatalf("cleanup: %v %+v", err, res)
 	}
 }
+
+// TestStopLeavesNoWorkerOfATorchrunLikeLauncher: a launcher that starts its
+// workers in sessions of their own (as torchrun does) leaves none behind
+// once its job is stopped.
+func TestStopLeavesNoWorkerOfATorchrunLikeLauncher(t *testing.T) {
+	f := newFleet(t, 2)
+	cfg := f.jobs(`
+job "elastic" {
+  nodes         = 2
+  gpus_per_node = 1
+  launcher      = "plain"
+  stop_timeout  = "1s"
+  command       = ["sh", "-c", "for w in 1 2; do setsid sleep 300 </dev/null >/dev/null 2>&1 & done; exec sleep 300"]
+}
+`)
+	_, res, err := f.apply(context.Background(), cfg)
+	if err != nil || res.Launched != 1 {
+		t.Fatalf("apply: %v %+v", err, res)
+	}
+	runID := res.State.Job("elastic").RunID
+	// Each node: its leader, its command and two workers in new sessions.
+	waitFor(t, "the workers", func() bool { return len(runProcesses(runID)) >= 8 })
+	if _, res, err = f.apply(context.Background(), f.jobs("")); err != nil || res.Stopped != 1 {
+		t.Fatalf("stop: %v %+v", err, res)
+	}
+	if left := runProcesses(runID); len(left) > 0 {
+		t.Errorf("processes of the run remain after the stop: %v", left)
+	}
+}
