@@ -96,6 +96,9 @@ gpulayer_alive() {
 # user's own are readable).
 gpulayer_members() {
 	gpulayer_found=
+	if [ -n "$gpulayer_group" ] && ! kill -0 -- "-$gpulayer_group" 2>/dev/null; then
+		gpulayer_group= # the group is gone; nothing can join it again
+	fi
 	if [ -n "$gpulayer_group" ] && [ -n "$gpulayer_pgrep" ]; then
 		gpulayer_found=$(pgrep -g "$gpulayer_group" 2>/dev/null)
 	elif [ -n "$gpulayer_group" ]; then
