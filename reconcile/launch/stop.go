@@ -23,15 +23,18 @@ type Stop struct {
 	Grace time.Duration
 }
 
-// StopScript is the sh script that stops a node: SIGTERM to the leader's
-// process group, and to every process of the user whose environment holds
-// GPULAYER_RUN_ID=RunID (torchrun starts its workers in new sessions, so
-// the group alone would leave them holding GPUs); then up to Grace for
-// them to end, checked at intervals growing from a tenth of a second to
-// half a second; then SIGKILL for what is left. The group is signalled only when its leader is still the recorded
-// process (same start time) or is gone: a pid is not reused while its
-// process group has members, so a group whose leader exited holds only
-// the job's processes.
+// StopScript is the sh script that stops a node. It sends SIGTERM to the
+// leader's process group (found with pgrep),
+// waits up to Grace for them to end, checked at intervals growing from a
+// tenth to half a second, then sweeps for every process of the user whose
+// environment holds GPULAYER_RUN_ID=RunID (a worker that left the group,
+// one started since) and sends those SIGTERM too; what is left at the end
+// of Grace gets SIGKILL. The environment sweep runs once the group is gone:
+// reading the environment of processes that are exiting is what makes a
+// stop slow on a busy machine. The group is signalled only when its leader
+// is still the recorded process (same start time) or is gone: a pid is not
+// reused while its process group has members, so a group whose leader
+// exited holds only the job's processes.
 //
 // The last line it prints is
 //
@@ -116,7 +119,22 @@ gpulayer_members() {
 	done
 	gpulayer_alive $gpulayer_found
 }
-gpulayer_members
+# gpulayer_first sets gpulayer_left to the leader's process group alone,
+# from pgrep: a cheap first pass that reads no process's environment.
+# Without pgrep, without the group, or when the group is empty, it is
+# gpulayer_members.
+gpulayer_first() {
+	if [ -n "$gpulayer_group" ] && [ -n "$gpulayer_pgrep" ]; then
+		# shellcheck disable=SC2046
+		gpulayer_alive $(pgrep -g "$gpulayer_group" 2>/dev/null)
+		[ "$gpulayer_n" -gt 0 ] && return
+	fi
+	gpulayer_members
+}
+# First the leader's group; once it is gone, the full sweep below (the
+# loop's) finds any process of the run that left it (torchrun's workers
+# start sessions of their own), by its environment.
+gpulayer_first
 gpulayer_signalled=$gpulayer_n
 [ "$gpulayer_n" -eq 0 ] || kill -TERM $gpulayer_left 2>/dev/null
 # Between full scans (when the processes known are gone, to find any the
@@ -128,6 +146,7 @@ while [ "$gpulayer_tick" -lt "$gpulayer_ticks" ]; do
 	if [ "$gpulayer_n" -eq 0 ]; then
 		gpulayer_members
 		[ "$gpulayer_n" -eq 0 ] && break
+		gpulayer_signalled=$((gpulayer_signalled + gpulayer_n))
 		kill -TERM $gpulayer_left 2>/dev/null
 	fi
 	sleep "0.$gpulayer_wait" 2>/dev/null || sleep 1
