@@ -44,7 +44,7 @@ var badFiles = []struct {
 		if err := syscall.Mkfifo(path, 0o644); err != nil {
 			t.Skipf("mkfifo: %v", err)
 		}
-	}, "", "is not a regular file (a FIFO)"},
+	}, "", "is not a regular file (a named pipe)"},
 	{"link to /dev/zero", func(t *testing.T, path string) {
 		if err := os.Symlink("/dev/zero", path); err != nil {
 			t.Fatal(err)

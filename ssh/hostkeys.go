@@ -115,20 +115,20 @@ func newKnownHostsFile(path string, also []string) (*knownHostsFile, error) {
 // parse reads the files that exist; nil when none does.
 func (f *knownHostsFile) parse() (ssh.HostKeyCallback, map[lineOf]bool, error) {
 	var files []string
+	texts := map[string][]byte{}
 	for _, p := range append([]string{f.path}, f.also...) {
-		info, err := os.Stat(p)
+		// knownhosts opens the files itself: what would block it or never
+		// end is refused here first, and the text read is kept for the
+		// @cert-authority lines below.
+		text, err := readRegularFile(p, maxKnownHostsBytes)
 		if errors.Is(err, os.ErrNotExist) {
 			continue
-		}
-		if err == nil {
-			// knownhosts opens the files itself: what would block it or
-			// never end is refused first.
-			err = checkRegular(info, maxKnownHostsBytes)
 		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("known_hosts %s: %w", p, err)
 		}
 		files = append(files, p)
+		texts[p] = text
 	}
 	if len(files) == 0 {
 		return nil, nil, nil
@@ -139,11 +139,7 @@ func (f *knownHostsFile) parse() (ssh.HostKeyCallback, map[lineOf]bool, error) {
 	}
 	authorities := map[lineOf]bool{}
 	for _, p := range files {
-		text, err := readRegularFile(p, maxKnownHostsBytes)
-		if err != nil {
-			return nil, nil, fmt.Errorf("known_hosts %s: %w", p, err)
-		}
-		for i, line := range strings.Split(string(text), "\n") {
+		for i, line := range strings.Split(string(texts[p]), "\n") {
 			if marker, _, _ := strings.Cut(strings.TrimSpace(line), " "); marker == "@cert-authority" {
 				authorities[lineOf{p, i + 1}] = true
 			}
@@ -322,8 +318,8 @@ func (f *knownHostsFile) record(address string, remote net.Addr, key ssh.PublicK
 
 	// The last byte says whether the file ends its last line.
 	info, err := file.Stat()
-	if err == nil {
-		err = checkRegular(info, maxKnownHostsBytes)
+	if err == nil && !info.Mode().IsRegular() {
+		err = fmt.Errorf("not a regular file (%s)", info.Mode().Type())
 	}
 	var last [1]byte
 	if err == nil && info.Size() > 0 {

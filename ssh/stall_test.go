@@ -244,11 +244,11 @@ func TestLocalFilesMustBeSmallRegularFiles(t *testing.T) {
 		want string
 	}{
 		{name: "identity file is a named pipe", file: "identity file", path: fifo, want: "not a regular file (a named pipe)"},
-		{name: "identity file is /dev/zero", file: "identity file", path: "/dev/zero", want: "not a regular file (a device)"},
+		{name: "identity file is /dev/zero", file: "identity file", path: "/dev/zero", want: "not a regular file (a character device)"},
 		{name: "identity file is a directory", file: "identity file", path: f.dir, want: "not a regular file (a directory)"},
-		{name: "identity file is too large", file: "identity file", path: big, want: "larger than 1048576 bytes"},
+		{name: "identity file is too large", file: "identity file", path: big, want: "at most 1 MiB is read"},
 		{name: "known_hosts is a named pipe", file: "known_hosts", path: fifo, want: "not a regular file (a named pipe)"},
-		{name: "known_hosts is /dev/zero", file: "known_hosts", path: "/dev/zero", want: "not a regular file (a device)"},
+		{name: "known_hosts is /dev/zero", file: "known_hosts", path: "/dev/zero", want: "not a regular file (a character device)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := os.Stat(tc.path); err != nil {

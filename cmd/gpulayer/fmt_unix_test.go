@@ -29,7 +29,7 @@ func TestFmtRefusesANamedPipeWithoutWaiting(t *testing.T) {
 	}()
 	select {
 	case got := <-done:
-		if !strings.HasPrefix(got, "exit 1: ") || !strings.Contains(got, fifo+" is not a regular file (a FIFO)") {
+		if !strings.HasPrefix(got, "exit 1: ") || !strings.Contains(got, fifo+" is not a regular file (a named pipe)") {
 			t.Errorf("got %s", got)
 		}
 	case <-time.After(time.Minute):

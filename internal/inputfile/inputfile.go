@@ -1,67 +1,129 @@
 // Package inputfile reads files that come from outside (configuration,
-// saved plans and facts, keys) the way a hostile or careless input needs:
-// only regular files, and at most a given size, so that /dev/zero, a FIFO
-// or a huge file ends in a clear error instead of exhausting memory or
-// blocking for ever.
+// saved plans and facts, state, keys, known_hosts) the way a hostile or
+// careless input needs: only regular files, and at most a given size, so
+// that /dev/zero, a named pipe or a huge file ends in a clear error instead
+// of exhausting memory or blocking for ever. It is the one reader of such
+// files in gpulayer.
 package inputfile
 
 import (
 	"bytes"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
-	"syscall"
 )
 
-// Read returns the contents of the regular file at path, refusing anything
-// else (a FIFO, a device, a directory) and files larger than max bytes.
-// Errors name path.
+// Error is a file refused for what it is: not a regular file (Kind says
+// what it is instead), or larger than Max (Size says how large).
+type Error struct {
+	Path string
+	// Kind is set when the file is not a regular file: "a named pipe",
+	// "a directory", "a socket", "a device".
+	Kind string
+	// Size and Max are set when the file is too large.
+	Size, Max int64
+}
+
+func (e *Error) Error() string { return e.Path + " " + e.Problem() }
+
+// Problem is the error without the path, for callers that name the file
+// themselves: "is not a regular file (a named pipe)".
+func (e *Error) Problem() string {
+	if e.Kind != "" {
+		return fmt.Sprintf("is not a regular file (%s)", e.Kind)
+	}
+	return fmt.Sprintf("is %s; at most %s is read", Size(e.Size), Size(e.Max))
+}
+
+// TooLarge says the file was refused for its size.
+func (e *Error) TooLarge() bool { return e.Kind == "" }
+
+// Read returns the contents of the regular file at path (a symbolic link to
+// one is followed), refusing anything else and files larger than max
+// bytes. What is not a regular file is refused before it is opened (opening
+// some devices has side effects), and the open does not block should a
+// named pipe take the file's place in between. Refusals are *Error; other
+// errors are the os package's, which name path.
 func Read(path string, max int64) ([]byte, error) {
-	// O_NONBLOCK: opening a FIFO with no writer would otherwise block
-	// before the file could be checked.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	return read(path, max, false)
+}
+
+// ReadNoFollow is Read, except that a symbolic link at path is refused
+// (an error for which IsLink is true): for files gpulayer later replaces by
+// renaming, which would replace a link rather than its target.
+func ReadNoFollow(path string, max int64) ([]byte, error) {
+	return read(path, max, true)
+}
+
+func read(path string, max int64, noFollow bool) ([]byte, error) {
+	stat, flags := os.Stat, openNonblock
+	if noFollow {
+		stat, flags = os.Lstat, flags|openNoFollow
+	}
+	fi, err := stat(path)
 	if err != nil {
+		return nil, err
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: errLink}
+	}
+	if err := check(path, fi, max); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|flags, 0)
+	if err != nil {
+		if IsLink(err) {
+			return nil, &fs.PathError{Op: "open", Path: path, Err: errLink}
+		}
 		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
+	if fi, err = f.Stat(); err != nil {
 		return nil, err
 	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file (%s)", path, kind(fi.Mode()))
-	}
-	if fi.Size() > max {
-		return nil, fmt.Errorf("%s is %s; at most %s is read", path, Size(fi.Size()), Size(max))
+	if err := check(path, fi, max); err != nil {
+		return nil, err
 	}
 	// Sized from the file, so a large one is read in one allocation rather
-	// than grown by doubling.
+	// than grown by doubling; one byte past max shows a file that grew.
 	buf := bytes.NewBuffer(make([]byte, 0, fi.Size()+512))
-	_, err = buf.ReadFrom(io.LimitReader(f, max+1))
-	data := buf.Bytes()
-	if err != nil {
+	if _, err := buf.ReadFrom(io.LimitReader(f, max+1)); err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
-	if int64(len(data)) > max {
-		return nil, fmt.Errorf("%s grew past %s while it was read", path, Size(max))
+	if int64(buf.Len()) > max {
+		return nil, &Error{Path: path, Size: int64(buf.Len()), Max: max}
 	}
-	return data, nil
+	return buf.Bytes(), nil
 }
 
-func kind(m os.FileMode) string {
+func check(path string, fi fs.FileInfo, max int64) error {
+	if !fi.Mode().IsRegular() {
+		return &Error{Path: path, Kind: kind(fi.Mode())}
+	}
+	if fi.Size() > max {
+		return &Error{Path: path, Size: fi.Size(), Max: max}
+	}
+	return nil
+}
+
+// errLink is the error of a symbolic link ReadNoFollow refused.
+var errLink = fmt.Errorf("is a symbolic link")
+
+func kind(m fs.FileMode) string {
 	switch {
 	case m.IsDir():
 		return "a directory"
-	case m&os.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&os.ModeSocket != 0:
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
 		return "a socket"
-	case m&os.ModeCharDevice != 0:
+	case m&fs.ModeCharDevice != 0:
 		return "a character device"
-	case m&os.ModeDevice != 0:
+	case m&fs.ModeDevice != 0:
 		return "a device"
 	}
-	return m.Type().String()
+	return "mode " + m.Type().String()
 }
 
 // Size writes a byte count for people: "512 MiB", "64 KiB", "300 bytes".

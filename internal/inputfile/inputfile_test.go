@@ -1,3 +1,5 @@
+//go:build unix
+
 package inputfile
 
 import (
@@ -27,7 +29,7 @@ func TestReadRefusesWhatIsNotASmallRegularFile(t *testing.T) {
 	}{
 		{small, ""},
 		{big, "is 2 KiB; at most 1 KiB is read"},
-		{fifo, "not a regular file (a FIFO)"},
+		{fifo, "not a regular file (a named pipe)"},
 		{dir, "not a regular file (a directory)"},
 		{"/dev/zero", "not a regular file (a character device)"},
 		{filepath.Join(dir, "missing"), "no such file"},

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gpulayer/gpulayer/internal/inputfile"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -183,7 +184,7 @@ func (l *Local) Save(ctx context.Context, s *State, expected uint64) error {
 		return fmt.Errorf("saving state %s: %w", l.path, err)
 	}
 	if int64(len(data)) > l.maxBytes() {
-		return fmt.Errorf("saving state %s: the document is %d bytes, more than the limit of %s that gpulayer reads back", l.path, len(data), byteSize(l.maxBytes()))
+		return fmt.Errorf("saving state %s: the document is %d bytes, more than the limit of %s that gpulayer reads back", l.path, len(data), inputfile.Size(l.maxBytes()))
 	}
 
 	backup := BackupPath(l.path)

@@ -5,9 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"github.com/gpulayer/gpulayer/internal/inputfile"
 	"io/fs"
-	"os"
 )
 
 // DefaultMaxBytes caps the size of a state file gpulayer reads or writes:
@@ -75,52 +74,25 @@ func (e *NewerFormatError) Error() string {
 // does not exist is (nil, nil). A symbolic link, a FIFO, a device or a file
 // larger than max is an *UnreadableError; opening never blocks.
 func readRegular(path string, max int64) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|openFlags, 0)
-	if errors.Is(err, fs.ErrNotExist) {
+	data, err := inputfile.ReadNoFollow(path, max)
+	var refused *inputfile.Error
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return nil, nil
-	}
-	if err != nil {
-		if isSymlinkError(err) {
-			return nil, &UnreadableError{Path: path, Problem: "is a symbolic link; gpulayer replaces the state file by renaming, which would replace the link: name the file itself"}
-		}
+	case inputfile.IsLink(err):
+		return nil, &UnreadableError{Path: path, Problem: "is a symbolic link; gpulayer replaces the state file by renaming, which would replace the link: name the file itself"}
+	case errors.As(err, &refused) && refused.TooLarge():
+		return nil, tooLarge(path, refused.Size, max)
+	case errors.As(err, &refused):
+		return nil, &UnreadableError{Path: path, Problem: refused.Problem()}
+	case err != nil:
 		return nil, fmt.Errorf("reading state file %s: %w", path, err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("reading state file %s: %w", path, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, &UnreadableError{Path: path, Problem: fmt.Sprintf("is not a regular file (%s)", fi.Mode().Type())}
-	}
-	if fi.Size() > max {
-		return nil, tooLarge(path, fi.Size(), max)
-	}
-	// The file may grow after the fstat; read one byte past the limit to
-	// see it.
-	data, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading state file %s: %w", path, err)
-	}
-	if int64(len(data)) > max {
-		return nil, tooLarge(path, int64(len(data)), max)
 	}
 	return data, nil
 }
 
 func tooLarge(path string, size, max int64) error {
-	return &UnreadableError{Path: path, Problem: fmt.Sprintf("is larger than the limit of %s (%d bytes or more)", byteSize(max), size)}
-}
-
-// byteSize writes a limit as people read it: "256 MiB".
-func byteSize(n int64) string {
-	switch {
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%d KiB", n>>10)
-	}
-	return fmt.Sprintf("%d bytes", n)
+	return &UnreadableError{Path: path, Problem: fmt.Sprintf("is larger than the limit of %s (%d bytes or more)", inputfile.Size(max), size)}
 }
 
 // decode reads a state document strictly: one JSON object, of a

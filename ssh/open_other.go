@@ -1,6 +1,0 @@
-//go:build !unix
-
-package ssh
-
-// openNonblock is 0 where named pipes cannot block an open.
-const openNonblock = 0
