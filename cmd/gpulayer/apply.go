@@ -58,21 +58,9 @@ next plan continues from there.`,
 					opts.in.dir = args[0]
 				}
 			}
-			opts.in.environ = os.Environ()
-			if err := opts.in.check(cmd); err != nil {
+			if err := opts.finish(cmd); err != nil {
 				return err
 			}
-			if opts.planFile != "" {
-				for _, name := range []string{"var", "var-file", "target", "facts", "refresh"} {
-					if cmd.Flags().Changed(name) {
-						return fmt.Errorf("--%s cannot change a saved plan; make a new plan with it", name)
-					}
-				}
-			}
-			if opts.nodeParallel < 1 {
-				return fmt.Errorf("--parallelism must be at least 1, got %d", opts.nodeParallel)
-			}
-			opts.stdinTTY = f.IO.IsStdinTTY()
 			if runF != nil {
 				return runF(opts)
 			}
@@ -128,6 +116,27 @@ func applyRun(opts *applyOptions) error {
 		specs[j.Name] = reconcile.JobSpec(j)
 	}
 	return execute(ctx, io, opts, backend, made.state, made.plan, made.facts, targets, specs)
+}
+
+// finish checks the flags of apply and destroy and reads what the
+// command's surroundings say.
+func (opts *applyOptions) finish(cmd *cobra.Command) error {
+	opts.in.environ = os.Environ()
+	if err := opts.in.check(cmd); err != nil {
+		return err
+	}
+	if opts.planFile != "" {
+		for _, name := range []string{"var", "var-file", "target", "facts", "refresh"} {
+			if cmd.Flags().Changed(name) {
+				return fmt.Errorf("--%s cannot change a saved plan; make a new plan with it", name)
+			}
+		}
+	}
+	if opts.nodeParallel < 1 {
+		return fmt.Errorf("--node-parallelism must be at least 1, got %d", opts.nodeParallel)
+	}
+	opts.stdinTTY = opts.f.IO.IsStdinTTY()
+	return nil
 }
 
 // confirm asks for "yes" on a terminal; elsewhere it refuses, since no one
@@ -308,14 +317,9 @@ run's id. It shows what it will stop and asks for "yes" on a terminal
 			if len(args) == 1 {
 				opts.in.dir = args[0]
 			}
-			opts.in.environ = os.Environ()
-			if err := opts.in.check(cmd); err != nil {
+			if err := opts.finish(cmd); err != nil {
 				return err
 			}
-			if opts.nodeParallel < 1 {
-				return fmt.Errorf("--parallelism must be at least 1, got %d", opts.nodeParallel)
-			}
-			opts.stdinTTY = f.IO.IsStdinTTY()
 			if runF != nil {
 				return runF(opts)
 			}
