@@ -15,6 +15,7 @@ import (
 	"github.com/gpulayer/gpulayer/reconcile"
 	"github.com/gpulayer/gpulayer/reconcile/apply"
 	"github.com/gpulayer/gpulayer/reconcile/facts"
+	"github.com/gpulayer/gpulayer/reconcile/launch"
 	"github.com/gpulayer/gpulayer/reconcile/planfile"
 	"github.com/gpulayer/gpulayer/reconcile/planview"
 	"github.com/gpulayer/gpulayer/reconcile/probe"
@@ -221,7 +222,7 @@ func probeHosts(ctx context.Context, io *iostreams.IOStreams, in *planInputs, ta
 			machines = append(machines, probe.Machine{Name: h, Target: t, Watch: watch[h]})
 		}
 	}
-	pool := ssh.NewPool(ssh.Options{Parallelism: in.parallelism})
+	pool := ssh.NewPool(ssh.Options{Parallelism: in.parallelism, MaxOutputBytes: facts.MaxOutputBytes})
 	defer pool.Close()
 	return probe.Fleet(ctx, pool, machines, refreshProbeOptions(io, in))
 }
@@ -229,7 +230,7 @@ func probeHosts(ctx context.Context, io *iostreams.IOStreams, in *planInputs, ta
 // execute runs a plan and reports what was done.
 func execute(ctx context.Context, io *iostreams.IOStreams, opts *applyOptions, backend state.Backend, st *state.State,
 	p *reconcile.Plan, doc *facts.Document, targets map[string]ssh.Target, specs map[string]state.JobSpec) error {
-	pool := ssh.NewPool(ssh.Options{Parallelism: opts.in.parallelism})
+	pool := ssh.NewPool(ssh.Options{Parallelism: opts.in.parallelism, MaxOutputBytes: launch.MaxOutputBytes})
 	defer pool.Close()
 	fmt.Fprintln(io.Out)
 	ex := &apply.Executor{

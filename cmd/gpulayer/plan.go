@@ -206,7 +206,8 @@ func makePlan(ctx context.Context, io *iostreams.IOStreams, in *planInputs, comm
 		}
 		doc = st.Facts
 	default:
-		pool := ssh.NewPool(ssh.Options{Parallelism: in.parallelism})
+		// A probe prints about 10 KB; keep no more than a probe may print.
+		pool := ssh.NewPool(ssh.Options{Parallelism: in.parallelism, MaxOutputBytes: facts.MaxOutputBytes})
 		defer pool.Close()
 		if doc, err = reconcile.RefreshFacts(ctx, pool, cfg, st, refreshProbeOptions(io, in)); err != nil {
 			return nil, err

@@ -154,5 +154,10 @@ func quoteAll(words []string) string {
 	return strings.Join(q, " ")
 }
 
+// MaxOutputBytes bounds what apply keeps of a launch, check or stop
+// script's output: each prints a line or two, and a check at most the
+// end of a log (16 KiB).
+const MaxOutputBytes = 1 << 20
+
 // Timeout bounds one node's launch script on its machine.
 const Timeout = 30 * time.Second
