@@ -585,7 +585,12 @@ func TestPlanCases(t *testing.T) {
 			if err := enc.Encode(p); err != nil {
 				t.Fatal(err)
 			}
+			var md bytes.Buffer
+			if err := planview.Markdown(&md, p); err != nil {
+				t.Fatal(err)
+			}
 			assertGolden(t, filepath.Join("testdata", "plan", tc.name+".txt"), text.Bytes())
+			assertGolden(t, filepath.Join("testdata", "plan", tc.name+".md"), md.Bytes())
 			assertGolden(t, filepath.Join("testdata", "plan", tc.name+".json"), js.Bytes())
 
 			// The same inputs give the same bytes.
@@ -668,5 +673,31 @@ func assertGolden(t *testing.T, path string, got []byte) {
 	}
 	if !bytes.Equal(want, got) {
 		t.Errorf("%s differs (run with -update to accept):\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+// TestMarkdownKeepsMachineTextInert: what a machine reports (a host name
+// of the configuration is safe, but errors and log lines are not) cannot
+// add markup, links or HTML to a pull-request comment.
+func TestMarkdownKeepsMachineTextInert(t *testing.T) {
+	cfg := loadConfig(t, fleetHCL, trainHCL)
+	st, doc := state.New(), fleetFacts()
+	running(t, st, doc, cfg, "train", "r-train1", map[string][]int{"a1": {0, 1, 2, 3}, "a2": {0, 1, 2, 3}}, "a1", "a2")
+	a2 := doc.Find("a2")
+	*a2 = facts.Host{Name: "a2", Status: facts.StatusUnreachable, GPUs: []facts.GPU{},
+		Error: "<img src=x onerror=alert(1)> [click](http://evil.example) | col | `code` **bold** \x1b[31m"}
+	p := reconcile.MakePlan(input(cfg, st, doc))
+	var md bytes.Buffer
+	if err := planview.Markdown(&md, p); err != nil {
+		t.Fatal(err)
+	}
+	out := md.String()
+	for _, bad := range []string{"<img", "](http", "**bold**", "`code`", "| col |", "\x1b"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("markdown carries %q raw:\n%s", bad, out)
+		}
+	}
+	if !strings.HasPrefix(out, planview.MarkdownMarker+"\n") {
+		t.Error("no marker on the first line")
 	}
 }

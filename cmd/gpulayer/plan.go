@@ -72,6 +72,7 @@ type planOptions struct {
 	in               planInputs
 	out              string
 	json             bool
+	format           string
 	detailedExitCode bool
 }
 
@@ -101,6 +102,10 @@ changes, 2 changes), 1 on an error.`,
 			if err := opts.in.check(cmd); err != nil {
 				return err
 			}
+			var err error
+			if opts.format, err = resolveFormat(cmd, opts.format, opts.json); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -109,7 +114,7 @@ changes, 2 changes), 1 on an error.`,
 	}
 	addPlanInputFlags(cmd, &opts.in)
 	cmd.Flags().StringVar(&opts.out, "out", "", "save the plan to `FILE`")
-	cmd.Flags().BoolVar(&opts.json, "json", false, "print the plan as JSON (docs/plan.md)")
+	addFormatFlags(cmd, &opts.format, &opts.json)
 	cmd.Flags().BoolVar(&opts.detailedExitCode, "detailed-exitcode", false, "exit 2 when there are changes, 0 when there are none")
 	return cmd
 }
@@ -131,10 +136,10 @@ func planRun(opts *planOptions) error {
 			return fmt.Errorf("--out: %w", err)
 		}
 	}
-	if err := writePlan(io, made.plan, opts.json); err != nil {
+	if err := writePlan(io, made.plan, opts.format); err != nil {
 		return err
 	}
-	if opts.out != "" && !opts.json {
+	if opts.out != "" && opts.format == formatText {
 		fmt.Fprintf(io.Out, "\nSaved the plan to %s. Apply exactly this plan with:\n  gpulayer apply %s\n", iostreams.Sanitize(opts.out, false), iostreams.Sanitize(opts.out, false))
 	}
 	if opts.detailedExitCode && made.plan.HasChanges() {
@@ -143,12 +148,43 @@ func planRun(opts *planOptions) error {
 	return nil
 }
 
-// writePlan prints a plan for people, or as JSON.
-func writePlan(io *iostreams.IOStreams, p *reconcile.Plan, asJSON bool) error {
+// Plan formats of --format.
+const (
+	formatText     = "text"
+	formatJSON     = "json"
+	formatMarkdown = "markdown"
+)
+
+// addFormatFlags adds --format and its alias --json.
+func addFormatFlags(cmd *cobra.Command, format *string, asJSON *bool) {
+	cmd.Flags().StringVar(format, "format", formatText, "print the plan as `text`, json (docs/plan.md) or markdown (a pull-request comment)")
+	cmd.Flags().BoolVar(asJSON, "json", false, "print the plan as JSON (--format json)")
+}
+
+// resolveFormat checks --format and folds --json into it.
+func resolveFormat(cmd *cobra.Command, format string, asJSON bool) (string, error) {
 	if asJSON {
+		if cmd.Flags().Changed("format") && format != formatJSON {
+			return "", fmt.Errorf("--json and --format %s contradict each other", format)
+		}
+		return formatJSON, nil
+	}
+	switch format {
+	case formatText, formatJSON, formatMarkdown:
+		return format, nil
+	}
+	return "", fmt.Errorf("--format %q: want text, json or markdown", format)
+}
+
+// writePlan prints a plan for people, as JSON, or as markdown.
+func writePlan(io *iostreams.IOStreams, p *reconcile.Plan, format string) error {
+	switch format {
+	case formatJSON:
 		enc := json.NewEncoder(io.Out)
 		enc.SetIndent("", "  ")
 		return enc.Encode(p)
+	case formatMarkdown:
+		return planview.Markdown(io.Out, p)
 	}
 	return planview.Text(io.Out, p, planview.Options{Color: io.ColorEnabled()})
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 
 	"github.com/spf13/cobra"
 
@@ -15,6 +16,7 @@ type showOptions struct {
 	planFile  string
 	statePath string
 	json      bool
+	format    string
 }
 
 func newCmdShow(f *factory, runF func(*showOptions) error) *cobra.Command {
@@ -33,6 +35,13 @@ records: each job with its status, run, and nodes (host, address, GPUs, pid).
 			if len(args) == 1 {
 				opts.planFile = args[0]
 			}
+			var err error
+			if opts.format, err = resolveFormat(cmd, opts.format, opts.json); err != nil {
+				return err
+			}
+			if opts.planFile == "" && opts.format == formatMarkdown {
+				return fmt.Errorf("--format markdown renders a saved plan: give its file")
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -40,7 +49,7 @@ records: each job with its status, run, and nodes (host, address, GPUs, pid).
 		},
 	}
 	addStateFlags(cmd, &opts.statePath, nil)
-	cmd.Flags().BoolVar(&opts.json, "json", false, "print as JSON")
+	addFormatFlags(cmd, &opts.format, &opts.json)
 	return cmd
 }
 
@@ -51,7 +60,7 @@ func showRun(opts *showOptions) error {
 		if err != nil {
 			return err
 		}
-		return writePlan(io, f.Plan, opts.json)
+		return writePlan(io, f.Plan, opts.format)
 	}
 	ctx, stop := interruptible(context.Background())
 	defer stop()
@@ -60,7 +69,7 @@ func showRun(opts *showOptions) error {
 	if err != nil {
 		return err
 	}
-	if opts.json {
+	if opts.format == formatJSON {
 		shown := *st
 		shown.Facts = nil
 		enc := json.NewEncoder(io.Out)
