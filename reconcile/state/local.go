@@ -166,20 +166,7 @@ func (l *Local) Save(ctx context.Context, s *State, expected uint64) error {
 		return &ConflictError{Where: l.path, ExpectedSerial: expected, FoundSerial: found, ExpectedLineage: s.Lineage, FoundLineage: lineage}
 	}
 
-	next := *s
-	next.FormatVersion = FormatVersion
-	next.Serial = expected + 1
-	if next.Lineage == "" {
-		next.Lineage = newUUID()
-	}
-	next.GpulayerVersion = l.GpulayerVersion
-	if next.Jobs == nil {
-		next.Jobs = []Job{}
-	}
-	if next.Machines == nil {
-		next.Machines = []Machine{}
-	}
-	data, err := encode(&next)
+	next, data, err := Next(s, expected, l.GpulayerVersion)
 	if err != nil {
 		return fmt.Errorf("saving state %s: %w", l.path, err)
 	}
@@ -201,13 +188,7 @@ func (l *Local) Save(ctx context.Context, s *State, expected uint64) error {
 	if err := writeAtomic(l.path, data, "state"); err != nil {
 		return fmt.Errorf("saving state: %w", err)
 	}
-	s.FormatVersion, s.Serial, s.Lineage, s.GpulayerVersion = next.FormatVersion, next.Serial, next.Lineage, next.GpulayerVersion
-	if s.Jobs == nil {
-		s.Jobs = []Job{}
-	}
-	if s.Machines == nil {
-		s.Machines = []Machine{}
-	}
+	Saved(s, next)
 	return nil
 }
 
@@ -237,3 +218,40 @@ func encode(s *State) ([]byte, error) {
 	}
 	return b.Bytes(), nil
 }
+
+// Next is the version of s a backend writes over the one of serial
+// expected, and its bytes: the current format, serial expected+1, a new
+// lineage when s has none, the writer's version, and empty lists rather
+// than null. s is not changed: a backend calls Saved once the write
+// succeeded. Every backend writes through it, so that the same state gives
+// the same bytes wherever it is kept.
+func Next(s *State, expected uint64, version string) (*State, []byte, error) {
+	next := *s
+	next.FormatVersion = FormatVersion
+	next.Serial = expected + 1
+	if next.Lineage == "" {
+		next.Lineage = newUUID()
+	}
+	next.GpulayerVersion = version
+	if next.Jobs == nil {
+		next.Jobs = []Job{}
+	}
+	if next.Leftovers == nil {
+		next.Leftovers = []Job{}
+	}
+	if next.Machines == nil {
+		next.Machines = []Machine{}
+	}
+	data, err := encode(&next)
+	return &next, data, err
+}
+
+// Saved records in s what a successful write of next gave it.
+func Saved(s, next *State) {
+	s.FormatVersion, s.Serial, s.Lineage, s.GpulayerVersion = next.FormatVersion, next.Serial, next.Lineage, next.GpulayerVersion
+	s.Jobs, s.Leftovers, s.Machines = next.Jobs, next.Leftovers, next.Machines
+}
+
+// Decode reads a state document; where names it in errors. A remote
+// backend reads through it, so every backend refuses what Local refuses.
+func Decode(where string, data []byte) (*State, error) { return decode(where, data) }
