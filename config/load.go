@@ -50,6 +50,7 @@ var rootSchema = &hcl.BodySchema{
 		{Type: "fleet", LabelNames: []string{"name"}},
 		{Type: "policy", LabelNames: []string{"name"}},
 		{Type: "job", LabelNames: []string{"name"}},
+		{Type: "backend", LabelNames: []string{"kind"}},
 	},
 }
 
@@ -106,6 +107,7 @@ func Load(dir string, opts LoadOptions) (*Config, hcl.Diagnostics) {
 	l.policies(blocks["policy"])
 	l.fleets(blocks["fleet"])
 	l.jobs(blocks["job"])
+	l.backends(blocks["backend"])
 	l.crossChecks()
 	return l.finish()
 }

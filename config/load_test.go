@@ -54,6 +54,8 @@ var diagnosticCases = []diagnosticCase{
 	{fixture: "ipv6_without_brackets", severity: hcl.DiagError, summary: "Invalid host address", line: 2},
 	{fixture: "json_unknown_attribute", severity: hcl.DiagError, summary: "Extraneous JSON object property", line: 5, count: 2},
 	{fixture: "local_cycle", severity: hcl.DiagError, summary: "Cycle in local values", line: 2},
+	{fixture: "backend_invalid_bucket", severity: hcl.DiagError, summary: "Invalid bucket name", line: 2},
+	{fixture: "backend_unknown", severity: hcl.DiagError, summary: "Unknown backend", line: 1},
 	{fixture: "master_port_out_of_range", severity: hcl.DiagError, summary: "Invalid value for master_port", line: 4},
 	{fixture: "missing_required_argument", severity: hcl.DiagError, summary: "Missing required argument", line: 1},
 	{fixture: "nodes_below_one", severity: hcl.DiagError, summary: "Invalid value for nodes", line: 2},

@@ -24,6 +24,8 @@ type Config struct {
 	Fleets   []*Fleet
 	Policies []*Policy
 	Jobs     []*Job
+	// Backend is where state is kept; nil for the default local file.
+	Backend *Backend
 }
 
 // Variable is a declared input variable and the value it resolved to.

@@ -81,8 +81,16 @@ func applyRun(opts *applyOptions) error {
 	if opts.planFile != "" {
 		return applySaved(ctx, opts)
 	}
-	ws := newWorkspace(opts.in.dir, opts.in.statePath)
-	backend := ws.backend()
+	cfg, err := loadConfig(io, opts.in.dir, opts.in.vars, opts.in.environ)
+	if err != nil {
+		return err
+	}
+	ws := newWorkspace(opts.in.dir, opts.in.statePath, cfg.Backend)
+	backend, closeBackend, err := ws.backend(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeBackend()
 	command := "apply"
 	if opts.destroy {
 		command = "destroy"
@@ -93,7 +101,7 @@ func applyRun(opts *applyOptions) error {
 	}
 	defer lock.Unlock()
 	opts.in.lock = false // held
-	made, err := makePlan(ctx, io, &opts.in, command, opts.destroy)
+	made, err := makePlan(ctx, io, &opts.in, cfg, backend, ws, command, opts.destroy)
 	if err != nil {
 		return err
 	}
@@ -168,7 +176,11 @@ func applySaved(ctx context.Context, opts *applyOptions) error {
 	if statePath == "" {
 		statePath = f.Config.StatePath
 	}
-	backend := newWorkspace(f.Config.Dir, statePath).backend()
+	backend, closeBackend, err := newWorkspace(f.Config.Dir, statePath, f.Config.Backend).backend(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeBackend()
 	lock, err := lockState(ctx, backend, opts.in.lockTimeout, commandLine())
 	if err != nil {
 		return err

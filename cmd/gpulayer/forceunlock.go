@@ -45,7 +45,15 @@ if anyone else saved in the meantime (docs/state.md).`,
 func forceUnlockRun(opts *forceUnlockOptions) error {
 	ctx, stop := interruptible(context.Background())
 	defer stop()
-	backend := newWorkspace(opts.dir, opts.statePath).backend()
+	ws, err := workspaceOf(opts.f.IO, opts.dir, opts.statePath)
+	if err != nil {
+		return err
+	}
+	backend, closeBackend, err := ws.backend(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeBackend()
 	if err := backend.ForceUnlock(ctx, opts.id); err != nil {
 		return err
 	}

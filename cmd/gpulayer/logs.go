@@ -73,7 +73,12 @@ func logsRun(opts *logsOptions) error {
 	if err != nil {
 		return err
 	}
-	st, err := newWorkspace(opts.dir, opts.statePath).backend().Load(ctx)
+	backend, closeBackend, err := newWorkspace(opts.dir, opts.statePath, cfg.Backend).backend(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeBackend()
+	st, err := backend.Load(ctx)
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -123,7 +122,17 @@ func planRun(opts *planOptions) error {
 	io := opts.f.IO
 	ctx, stop := interruptible(context.Background())
 	defer stop()
-	made, err := makePlan(ctx, io, &opts.in, "plan", false)
+	cfg, err := loadConfig(io, opts.in.dir, opts.in.vars, opts.in.environ)
+	if err != nil {
+		return err
+	}
+	ws := newWorkspace(opts.in.dir, opts.in.statePath, cfg.Backend)
+	backend, closeBackend, err := ws.backend(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeBackend()
+	made, err := makePlan(ctx, io, &opts.in, cfg, backend, ws, "plan", false)
 	if err != nil {
 		return err
 	}
@@ -201,18 +210,10 @@ type madePlan struct {
 // makePlan loads the configuration and state, refreshes the facts as the
 // flags say, and plans. It holds the state lock while it reads, so a plan
 // never sees an apply half-way.
-func makePlan(ctx context.Context, io *iostreams.IOStreams, in *planInputs, command string, destroy bool) (*madePlan, error) {
-	cfg, err := loadConfig(io, in.dir, in.vars, in.environ)
-	if err != nil {
-		return nil, err
-	}
-	ws := newWorkspace(in.dir, in.statePath)
-	backend := ws.backend()
-	// The lock keeps a plan from reading state while an apply is half-way.
-	// Where no state was ever written there is nothing to read, and taking
-	// the lock would create the state directory: a plan in a read-only
-	// checkout (a CI runner with --facts) must not need to write.
-	if _, err := os.Stat(filepath.Dir(ws.statePath)); err == nil && in.lock {
+func makePlan(ctx context.Context, io *iostreams.IOStreams, in *planInputs, cfg *config.Config, backend state.Backend, ws workspace, command string, destroy bool) (*madePlan, error) {
+	// The lock keeps a plan from reading state while an apply is half-way
+	// (workspace.mayLock: not where it would create a directory).
+	if in.lock && ws.mayLock() {
 		lock, err := lockState(ctx, backend, in.lockTimeout, commandLine())
 		if err != nil {
 			return nil, err
@@ -255,10 +256,12 @@ func makePlan(ctx context.Context, io *iostreams.IOStreams, in *planInputs, comm
 	p := reconcile.MakePlan(reconcile.Input{
 		Config: cfg, State: st, Facts: doc, Refresh: refresh, Targets: targets, Version: buildVersion(), Destroy: destroy,
 	})
-	file, err := planfile.New(p, cfg, doc, absDir(in.dir), absDir(ws.statePath))
+	statePath, remote := ws.record()
+	file, err := planfile.New(p, cfg, doc, absDir(in.dir), statePath)
 	if err != nil {
 		return nil, err
 	}
+	file.Config.Backend = remote
 	file.Commit = gitCommit(ctx, in.dir)
 	return &madePlan{plan: p, file: file, cfg: cfg, state: st, facts: doc}, nil
 }

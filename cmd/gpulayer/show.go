@@ -64,7 +64,15 @@ func showRun(opts *showOptions) error {
 	}
 	ctx, stop := interruptible(context.Background())
 	defer stop()
-	backend := newWorkspace(".", opts.statePath).backend()
+	ws, err := workspaceOf(io, ".", opts.statePath)
+	if err != nil {
+		return err
+	}
+	backend, closeBackend, err := ws.backend(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeBackend()
 	st, err := backend.Load(ctx)
 	if err != nil {
 		return err

@@ -73,7 +73,11 @@ func statusRun(opts *statusOptions) error {
 	if err != nil {
 		return err
 	}
-	backend := newWorkspace(opts.dir, opts.statePath).backend()
+	backend, closeBackend, err := newWorkspace(opts.dir, opts.statePath, cfg.Backend).backend(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeBackend()
 	st, err := backend.Load(ctx)
 	if err != nil {
 		return err

@@ -16,34 +16,87 @@ import (
 	"github.com/gpulayer/gpulayer/config"
 	"github.com/gpulayer/gpulayer/internal/iostreams"
 	"github.com/gpulayer/gpulayer/reconcile/state"
+	"github.com/gpulayer/gpulayer/reconcile/state/gcsstate"
 )
 
 // workspace is what the commands that read or write state share: the
-// configuration directory and where its state is.
+// configuration directory and where its state is (a local file, or the
+// configuration's backend block).
 type workspace struct {
 	dir       string // the configuration directory, as given
-	statePath string // --state, or DIR/.gpulayer/state.json
+	statePath string // --state, or DIR/.gpulayer/state.json; "" for a remote backend
+	remote    *config.Backend
 }
 
 // addStateFlags adds --state and --lock-timeout.
 func addStateFlags(cmd *cobra.Command, statePath *string, lockTimeout *time.Duration) {
-	cmd.Flags().StringVar(statePath, "state", "", "read and write state at `FILE` (default: DIR/.gpulayer/state.json)")
+	cmd.Flags().StringVar(statePath, "state", "", "read and write state at the local `FILE` (default: the configuration's backend, or DIR/.gpulayer/state.json)")
 	if lockTimeout != nil {
 		cmd.Flags().DurationVar(lockTimeout, "lock-timeout", 0, "wait up to `DURATION` for the state lock (0: fail at once, naming its holder)")
 	}
 }
 
-func newWorkspace(dir, statePath string) workspace {
-	if statePath == "" {
-		statePath = state.DefaultPath(dir)
+// newWorkspace says where the state of the configuration in dir is:
+// --state (statePath) when given, else the configuration's backend block
+// (be, nil for none), else the local default.
+func newWorkspace(dir, statePath string, be *config.Backend) workspace {
+	if statePath != "" {
+		return workspace{dir: dir, statePath: statePath}
 	}
-	return workspace{dir: dir, statePath: statePath}
+	if be != nil && be.Kind == config.BackendGCS {
+		return workspace{dir: dir, remote: be}
+	}
+	return workspace{dir: dir, statePath: state.DefaultPath(dir)}
 }
 
-func (w workspace) backend() *state.Local {
+// backend opens where the state is; close releases it.
+func (w workspace) backend(ctx context.Context) (b state.Backend, closeFn func(), err error) {
+	if w.remote != nil {
+		g, err := gcsstate.New(ctx, gcsstate.Options{Bucket: w.remote.Bucket, Prefix: w.remote.Prefix, Endpoint: w.remote.Endpoint})
+		if err != nil {
+			return nil, nil, err
+		}
+		g.GpulayerVersion = buildVersion()
+		return g, func() { g.Close() }, nil
+	}
 	local := state.NewLocal(w.statePath)
 	local.GpulayerVersion = buildVersion()
-	return local
+	return local, func() {}, nil
+}
+
+// workspaceOf is the workspace of the configuration in dir for commands
+// that need only to know where its state is: --state, else the
+// configuration's backend block (so the configuration is loaded), else
+// the local default.
+func workspaceOf(io *iostreams.IOStreams, dir, statePath string) (workspace, error) {
+	if statePath != "" {
+		return newWorkspace(dir, statePath, nil), nil
+	}
+	cfg, err := loadConfig(io, dir, nil, os.Environ())
+	if err != nil {
+		return workspace{}, err
+	}
+	return newWorkspace(dir, "", cfg.Backend), nil
+}
+
+// mayLock says whether a read-only command should take the lock: always
+// for a remote backend; for a local file only where its directory exists
+// (taking the lock would create it, and a plan in a read-only checkout
+// must not need to write).
+func (w workspace) mayLock() bool {
+	if w.remote != nil {
+		return true
+	}
+	_, err := os.Stat(filepath.Dir(w.statePath))
+	return err == nil
+}
+
+// record is what a saved plan keeps of where its state is.
+func (w workspace) record() (statePath string, remote *config.Backend) {
+	if w.remote != nil {
+		return "", w.remote
+	}
+	return absDir(w.statePath), nil
 }
 
 // loadConfig loads the configuration, printing its diagnostics; errors end

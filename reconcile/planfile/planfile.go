@@ -49,8 +49,11 @@ type Snapshot struct {
 	// Dir is the configuration directory (absolute); relative paths of
 	// ssh blocks (identity files, known_hosts) are read from it.
 	Dir string `json:"dir"`
-	// StatePath is the state file the plan was made against.
-	StatePath string `json:"state_path"`
+	// StatePath is the state file the plan was made against; Backend the
+	// configuration's backend block when state is remote (then StatePath
+	// is empty).
+	StatePath string          `json:"state_path,omitempty"`
+	Backend   *config.Backend `json:"backend,omitempty"`
 	// Files are the configuration files read, with their text.
 	Files []SourceFile `json:"files"`
 	// Variables are the input variables' values; sensitive ones have no

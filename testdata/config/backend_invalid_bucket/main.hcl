@@ -1,0 +1,4 @@
+backend "gcs" {
+  bucket = "My_Bucket"
+  prefix = "gpulayer/prod"
+}

@@ -1,0 +1,3 @@
+backend "s3" {
+  bucket = "x"
+}
