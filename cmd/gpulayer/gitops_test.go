@@ -71,7 +71,9 @@ func TestStatePushAndPullMoveStateBothWays(t *testing.T) {
 	if code, out, errOut := runCmd(t, "state", "push", local, dir); code != 0 || !strings.Contains(out, s.Lineage) {
 		t.Fatalf("push: exit %d %q %q", code, out, errOut)
 	}
-	code, out, _ := runCmd(t, "show", "--json", "--chdir", dir)
+	// --chdir moves the whole test process; t.Chdir puts it back.
+	t.Chdir(dir)
+	code, out, _ := runCmd(t, "show", "--json")
 	var remote state.State
 	if code != 0 || json.Unmarshal([]byte(out), &remote) != nil || remote.Lineage != s.Lineage || remote.Job("train") == nil {
 		t.Fatalf("show of the bucket's state: exit %d %s", code, out)
