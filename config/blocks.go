@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -55,11 +56,6 @@ var fleetSchema = &hcl.BodySchema{
 var hostSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 	{Name: "address", Required: true}, {Name: "region"}, {Name: "zone"},
 	{Name: "network_group"}, {Name: "labels"},
-}}
-
-var gcpSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
-	{Name: "project", Required: true}, {Name: "zone", Required: true},
-	{Name: "machine_type", Required: true}, {Name: "image", Required: true},
 }}
 
 var jobSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
@@ -267,7 +263,7 @@ func (l *loader) fleets(blocks hcl.Blocks) {
 				})
 				continue
 			}
-			f.GCP = l.gcp(d, gb)
+			f.GCP = l.gcp(d, name, gb)
 		}
 		switch {
 		case len(gcpBlocks) > 0 && len(hostBlocks) > 0:
@@ -329,6 +325,22 @@ func (l *loader) fleets(blocks hcl.Blocks) {
 		}
 		l.cfg.Fleets = append(l.cfg.Fleets, f)
 	}
+	// A created machine's name must not be a declared host's: plans, state
+	// and placements name machines and hosts alike.
+	for _, f := range l.cfg.Fleets {
+		for i := 0; f.GCP != nil && i < f.Count; i++ {
+			if h, dup := hostsSeen[f.Name+"-"+strconv.Itoa(i)]; dup {
+				d.add(&hcl.Diagnostic{
+					Severity: hcl.DiagError,
+					Summary:  "Created machine named like a host",
+					Detail: fmt.Sprintf("Fleet %q creates a machine named %q, and a host of fleet %q has that name (%s:%d); rename the host or the fleet.",
+						f.Name, h.Name, h.Fleet, h.DeclRange.Filename, h.DeclRange.Start.Line),
+					Subject: f.GCP.DeclRange.Ptr(),
+				})
+				break
+			}
+		}
+	}
 	l.add(d.diags...)
 	sort.Slice(l.cfg.Fleets, func(i, j int) bool { return l.cfg.Fleets[i].Name < l.cfg.Fleets[j].Name })
 }
@@ -354,20 +366,6 @@ func gcpRegion(zone string) string {
 		return zone[:i]
 	}
 	return ""
-}
-
-func (l *loader) gcp(d *decoder, b *hcl.Block) *GCP {
-	g := &GCP{DeclRange: b.DefRange}
-	content, diags := b.Body.Content(gcpSchema)
-	l.add(diags...)
-	a := content.Attributes
-	d.str(a, "project", &g.Project)
-	if !d.str(a, "zone", &g.Zone) {
-		l.locationUnknown = true
-	}
-	d.str(a, "machine_type", &g.MachineType)
-	d.str(a, "image", &g.Image)
-	return g
 }
 
 // host decodes a host block; its location and labels start from the

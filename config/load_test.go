@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -37,6 +38,11 @@ var diagnosticCases = []diagnosticCase{
 	{fixture: "failed_validation", severity: hcl.DiagError, summary: "Invalid value for variable", line: 3},
 	{fixture: "fleet_without_machines", severity: hcl.DiagWarning, summary: "Fleet without machines", line: 1},
 	{fixture: "gcp_without_count", severity: hcl.DiagError, summary: "Missing count", line: 1},
+	{fixture: "gcp_accelerator_alone", severity: hcl.DiagError, summary: "accelerator_type without accelerator_count", line: 8},
+	{fixture: "gcp_invalid_placement", severity: hcl.DiagError, summary: "Invalid value for placement", line: 8},
+	{fixture: "gcp_invalid_zone", severity: hcl.DiagError, summary: "Invalid GCP zone", line: 5},
+	{fixture: "gcp_machine_named_like_host", severity: hcl.DiagError, summary: "Created machine named like a host", line: 7},
+	{fixture: "gcp_reserved_label", severity: hcl.DiagError, summary: "Reserved label", line: 8},
 	{fixture: "gpus_per_node_negative", severity: hcl.DiagError, summary: "Invalid value for gpus_per_node", line: 3},
 	{fixture: "hosts_and_gcp", severity: hcl.DiagError, summary: "Fleet with both hosts and a gcp block", line: 4},
 	{fixture: "invalid_address", severity: hcl.DiagError, summary: "Invalid host address", line: 3},
@@ -436,5 +442,89 @@ func TestACycleOfManyLocalsNamesTenOfThem(t *testing.T) {
 	want := "local.after, local.c00, local.c01, local.c02, local.c03, local.c04, local.c05, local.c06, local.c07, local.c08, and 21 more depend on each other"
 	if !strings.HasPrefix(diags[0].Detail, want) {
 		t.Errorf("detail %q, want it to start %q", diags[0].Detail, want)
+	}
+}
+
+// TestGCPBlockDecodesEveryAttribute reads a gcp block that sets everything
+// a user can set, and checks each value reaches the fleet.
+func TestGCPBlockDecodesEveryAttribute(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "main.hcl", `
+fleet "cloud" {
+  count = 3
+  gcp {
+    project           = "my-project"
+    zone              = "europe-west4-a"
+    machine_type      = "n1-standard-16"
+    image             = "projects/deeplearning-platform-release/global/images/family/pytorch-latest-gpu"
+    accelerator_type  = "nvidia-tesla-v100"
+    accelerator_count = 4
+    disk_size_gb      = 200
+    spot              = true
+    network           = "ml"
+    subnetwork        = "ml-europe"
+    service_account   = "trainer@my-project.iam.gserviceaccount.com"
+    tags              = ["gpu", "ssh"]
+    metadata          = { enable-oslogin = "TRUE" }
+    labels            = { team = "vision" }
+    placement         = "compact"
+    endpoint          = "http://127.0.0.1:8080/"
+  }
+}
+`)
+	cfg, diags := Load(dir, LoadOptions{})
+	if diags.HasErrors() {
+		t.Fatal(diagList(diags))
+	}
+	f := cfg.Fleets[0]
+	g := f.GCP
+	want := GCP{
+		Project: "my-project", Zone: "europe-west4-a", MachineType: "n1-standard-16",
+		Image:           "projects/deeplearning-platform-release/global/images/family/pytorch-latest-gpu",
+		AcceleratorType: "nvidia-tesla-v100", AcceleratorCount: 4, DiskSizeGB: 200, Spot: true,
+		Network: "ml", Subnetwork: "ml-europe", ServiceAccount: "trainer@my-project.iam.gserviceaccount.com",
+		Tags: []string{"gpu", "ssh"}, Metadata: map[string]string{"enable-oslogin": "TRUE"},
+		Labels: map[string]string{"team": "vision"}, Placement: "compact", Endpoint: "http://127.0.0.1:8080/",
+	}
+	want.DeclRange = g.DeclRange
+	if !reflect.DeepEqual(*g, want) {
+		t.Errorf("gcp block\n got %+v\nwant %+v", *g, want)
+	}
+	if f.Count != 3 || f.Location.Region != "europe-west4" || f.Location.Zone != "europe-west4-a" {
+		t.Errorf("fleet count %d location %+v", f.Count, f.Location)
+	}
+}
+
+// TestGCPBlockRejectsWhatGCPWould checks each gcp validation names the
+// attribute and says what is wrong.
+func TestGCPBlockRejectsWhatGCPWould(t *testing.T) {
+	for _, tc := range []struct{ attr, want string }{
+		{`project = "My Project"`, "is not a project id"},
+		{`zone = "europe-west1"`, "is not a zone"},
+		{`machine_type = "projects/p/zones/z/machineTypes/a2"`, "is not a machine type name"},
+		{`accelerator_count = 2`, "accelerator_count without accelerator_type"},
+		{`accelerator_count = 0`, "must be at least 1"},
+		{`disk_size_gb = 5`, "must be at least 10"},
+		{`tags = ["Has Space"]`, "is not a network tag"},
+		{`labels = { Team = "x" }`, "Label key \"Team\""},
+		{`labels = { team = "Vision" }`, "value of label \"team\""},
+		{`placement = "close"`, "not a valid placement"},
+		{`endpoint = "127.0.0.1:8080"`, "is not an http or https URL"},
+	} {
+		dir := t.TempDir()
+		attrs := map[string]string{
+			"project": `"my-project"`, "zone": `"us-central1-a"`, "machine_type": `"a2-highgpu-1g"`, "image": `"img"`,
+		}
+		name := strings.TrimSpace(strings.SplitN(tc.attr, "=", 2)[0])
+		delete(attrs, name)
+		body := tc.attr + "\n"
+		for _, k := range sortedKeys(attrs) {
+			body += k + " = " + attrs[k] + "\n"
+		}
+		writeFile(t, dir, "main.hcl", "fleet \"cloud\" {\n count = 1\n gcp {\n"+body+"}\n}\n")
+		_, diags := Load(dir, LoadOptions{})
+		if !diags.HasErrors() || !strings.Contains(diagList(diags), tc.want) || !strings.Contains(diagList(diags), "main.hcl:4") {
+			t.Errorf("%s: want an error at main.hcl:4 saying %q, got\n%s", tc.attr, tc.want, diagList(diags))
+		}
 	}
 }

@@ -122,12 +122,35 @@ type Host struct {
 
 // GCP is the `gcp` block of a fleet whose machines gpulayer creates.
 type GCP struct {
-	Project     string
-	Zone        string
-	MachineType string
-	Image       string
-	DeclRange   hcl.Range
+	Project          string
+	Zone             string
+	MachineType      string
+	Image            string
+	AcceleratorType  string // "" with AcceleratorCount 0: the machine type's own GPUs
+	AcceleratorCount int
+	DiskSizeGB       int // 0: the image's size
+	Spot             bool
+	Network          string // "" : the project's default network
+	Subnetwork       string
+	ServiceAccount   string
+	Tags             []string
+	Metadata         map[string]string
+	Labels           map[string]string
+	// Placement is "compact", "spread" or "": compact and spread create (or
+	// reuse) a resource policy that places the fleet's machines close
+	// together or apart.
+	Placement string
+	// Endpoint overrides the Compute Engine API endpoint (tests,
+	// emulators); GPULAYER_GCP_ENDPOINT does the same for every fleet.
+	Endpoint  string
+	DeclRange hcl.Range
 }
+
+// Placement values of a gcp block.
+const (
+	GCPPlacementCompact = "compact"
+	GCPPlacementSpread  = "spread"
+)
 
 // Placement policy values (ADR-0021).
 const (
