@@ -1,9 +1,12 @@
 package config
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
@@ -130,4 +133,22 @@ func (l *loader) gcp(d *decoder, fleet string, b *hcl.Block) *GCP {
 		})
 	}
 	return g
+}
+
+// SpecHash is the hash of what a machine is created from and cannot change
+// without being created again (docs/language.md, "What needs a new
+// machine"): a machine whose recorded hash differs is replaced. Tags,
+// metadata and labels are not part of it: they apply to machines created
+// from then on.
+func (g *GCP) SpecHash() string {
+	h := sha256.New()
+	for _, v := range []string{
+		g.Project, g.Zone, g.MachineType, g.Image, g.AcceleratorType,
+		strconv.Itoa(g.AcceleratorCount), strconv.Itoa(g.DiskSizeGB), strconv.FormatBool(g.Spot),
+		g.Network, g.Subnetwork, g.ServiceAccount, g.Placement,
+	} {
+		// Length-prefixed, so that no two lists of values hash alike.
+		fmt.Fprintf(h, "%d:%s;", len(v), v)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
 }

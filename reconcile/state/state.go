@@ -55,6 +55,7 @@ func (s *State) Clone() *State {
 	c.Leftovers = cloneJobs(s.Leftovers)
 	c.Machines = slices.Clone(s.Machines)
 	for i := range c.Machines {
+		c.Machines[i].HostKeys = slices.Clone(c.Machines[i].HostKeys)
 		if p := c.Machines[i].Physical; p != nil {
 			cp := *p
 			c.Machines[i].Physical = &cp
@@ -297,6 +298,15 @@ type Machine struct {
 	// Physical is where the provider says the machine runs (GCP's
 	// physicalHostTopology); nil when it did not say.
 	Physical *PhysicalHost `json:"physical,omitempty"`
+	// Spot says the machine can be preempted: TERMINATED then means
+	// preempted rather than stopped.
+	Spot bool `json:"spot,omitempty"`
+	// HostKeys are the machine's SSH host keys as its provider published
+	// them (GCP guest attributes, "hostkeys/"), in authorized_keys form
+	// ("ssh-ed25519 AAAA..."); gpulayer pins them when it connects. Empty
+	// when the provider did not publish them: the fleet's host_key_check
+	// then applies.
+	HostKeys []string `json:"host_keys,omitempty"`
 }
 
 // PhysicalHost is a provider's account of the hardware under a VM.
