@@ -117,7 +117,13 @@ type Host struct {
 	// block or from its fleet's defaults, even where the two are equal.
 	OwnLocation Location
 	Labels      map[string]string
-	DeclRange   hcl.Range
+	// Created marks a machine a provider created, not a declared host:
+	// OwnLocation is then the provider's record, trusted over anything the
+	// machine says (ADR-0021), and HostKeys, when the provider published
+	// them, are the only keys it is reached with.
+	Created   bool
+	HostKeys  []string
+	DeclRange hcl.Range
 }
 
 // GCP is the `gcp` block of a fleet whose machines gpulayer creates.

@@ -63,8 +63,14 @@ func hostsOf(cfg *config.Config, doc *facts.Document) (map[string]*host, []strin
 // the fleet's defaults. It is worked out again from the configuration on
 // every plan, so a facts document made before the configuration changed
 // still places hosts where the configuration now says. Declared hosts are
-// never trusted: only a provider's record is (ADR-0021, security note).
+// never trusted: only a provider's record is (ADR-0021, security note), and
+// a created machine's location is that record alone.
 func hostLocation(f *config.Fleet, h *config.Host, fh *facts.Host) (topology.Location, bool) {
+	if h.Created {
+		// A provider's record: trusted, whatever the machine claims.
+		l := h.OwnLocation
+		return topology.Location{Region: l.Region, Zone: l.Zone, NetworkGroup: l.NetworkGroup}, true
+	}
 	var gce facts.LocationClaim
 	if fh != nil && fh.Location.Source == facts.SourceGCEMetadata {
 		gce = facts.LocationClaim{Source: facts.SourceGCEMetadata, Region: fh.Location.Region, Zone: fh.Location.Zone}

@@ -31,6 +31,10 @@ type Input struct {
 	// Destroy plans to stop every job state records, as if none were
 	// configured (gpulayer destroy).
 	Destroy bool
+	// Listed is what each fleet's provider reported at refresh, by fleet;
+	// a fleet missing from it was not asked (--refresh=false, --facts),
+	// and state's record of its machines is taken as it is.
+	Listed map[string]Listing
 }
 
 // MakePlan compares the configuration with state and facts and returns
@@ -65,6 +69,8 @@ func MakePlan(in Input) *Plan {
 		Fleets:          []FleetChange{},
 		Warnings:        []string{},
 	}
+	// Created machines are hosts of their fleets from here on.
+	in.Config = WithMachines(in.Config, st.Machines)
 	hosts, hostNames := hostsOf(in.Config, in.Facts)
 	p.Refresh.Hosts = len(hostNames)
 	p.Refresh.Problems = []HostProblem{}
@@ -77,10 +83,11 @@ func MakePlan(in Input) *Plan {
 	}
 
 	pl := planner{in: in, st: st, hosts: hosts, hostNames: hostNames, plan: p}
+	pl.planFleets()
 	pl.classify()
 	pl.place()
 	pl.leftovers()
-	pl.fleets()
+	pl.awaitMachines()
 	pl.summarize()
 	return p
 }
@@ -112,6 +119,11 @@ type planner struct {
 	hostNames []string
 	plan      *Plan
 	verdicts  []*verdict
+	// machineGone are the created machines that can hold no job after
+	// this plan (deleted, replaced, missing, stopped), with the reason
+	// their jobs move; creating, the machines it creates.
+	machineGone map[string]Reason
+	creating    []creation
 }
 
 func (pl *planner) targeted(name string) bool {
@@ -201,6 +213,12 @@ func (pl *planner) checkPrior(v *verdict) {
 			return Reason{Code: code, Message: msg, Node: &rank, Host: n.Host}
 		}
 		h := pl.hosts[n.Host]
+		if gone, ok := pl.machineGone[n.Host]; ok {
+			gone.Node, gone.Host = &rank, n.Host
+			reasons = append(reasons, gone)
+			v.healthy = false
+			continue
+		}
 		switch {
 		case h == nil:
 			reasons = append(reasons, node(ReasonHostRemoved, "host "+at+" is no longer declared"))

@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"slices"
-	"strconv"
 
 	"github.com/gpulayer/gpulayer/topology"
 )
@@ -68,7 +67,7 @@ func (pl *planner) schedule() map[string]topology.Decision {
 	var workers []topology.Worker
 	for _, name := range pl.hostNames {
 		h := pl.hosts[name]
-		if !h.usable() {
+		if _, gone := pl.machineGone[name]; gone || !h.usable() {
 			continue
 		}
 		workers = append(workers, worker(h, released, held[name], kept[name]))
@@ -290,37 +289,6 @@ func (pl *planner) newPlacement(d topology.Decision) *Placement {
 	return out
 }
 
-// fleets lists what each fleet of created machines needs. No provider can
-// create machines yet, so every such fleet is shown as not creatable, and
-// its changes are not counted.
-func (pl *planner) fleets() {
-	for _, f := range pl.in.Config.Fleets {
-		if f.GCP == nil && f.Count == 0 {
-			continue
-		}
-		existing := 0
-		for _, m := range pl.st.Machines {
-			if m.Fleet == f.Name {
-				existing++
-			}
-		}
-		fc := FleetChange{Fleet: f.Name, Provider: "gcp", Count: f.Count, Existing: existing, Machines: []MachineChange{}}
-		for i := existing; i < f.Count; i++ {
-			mc := MachineChange{Name: machineName(f.Name, i), Action: ActionCreate}
-			if f.GCP != nil {
-				mc.Detail = f.GCP.MachineType + " in " + f.GCP.Zone
-			}
-			fc.Machines = append(fc.Machines, mc)
-		}
-		fc.Note = "gpulayer cannot create machines yet (no GCP provider); jobs are placed on the hosts that exist"
-		pl.plan.Fleets = append(pl.plan.Fleets, fc)
-	}
-}
-
-func machineName(fleet string, i int) string {
-	return fleet + "-" + strconv.Itoa(i)
-}
-
 // summarize counts the changes.
 func (pl *planner) summarize() {
 	s := &pl.plan.Summary
@@ -341,9 +309,6 @@ func (pl *planner) summarize() {
 		}
 	}
 	for _, f := range pl.plan.Fleets {
-		if !f.Supported {
-			continue
-		}
 		for _, m := range f.Machines {
 			switch m.Action {
 			case ActionCreate:

@@ -206,22 +206,24 @@ type FleetChange struct {
 	Provider string `json:"provider"`
 	// Count is the configured number of machines; Existing, how many
 	// state records.
-	Count    int             `json:"count"`
-	Existing int             `json:"existing"`
+	Count    int `json:"count"`
+	Existing int `json:"existing"`
+	// Machines are the machines to create, delete or replace: deletions
+	// first, highest numbers first, then the rest in number order.
 	Machines []MachineChange `json:"machines"`
-	// Supported is false while gpulayer cannot create the fleet's machines
-	// (no provider yet): its changes are shown and not counted, and jobs
-	// are placed on the machines that exist.
-	Supported bool   `json:"supported"`
-	Note      string `json:"note,omitempty"`
+	// Listed says the provider was asked which machines exist (a refresh);
+	// without it, state's record is taken as it is.
+	Listed bool   `json:"listed"`
+	Note   string `json:"note,omitempty"`
 }
 
-// MachineChange is one machine to create or delete.
+// MachineChange is one machine to create, delete or replace.
 type MachineChange struct {
 	Name   string `json:"name"`
 	Action Action `json:"action"` // create, destroy or replace
 	// Detail is "a2-highgpu-4g in europe-west1-b".
-	Detail string `json:"detail,omitempty"`
+	Detail  string   `json:"detail,omitempty"`
+	Reasons []Reason `json:"reasons"`
 }
 
 // Summary counts the changes.

@@ -26,6 +26,16 @@ const (
 	ReasonGPUsTaken ReasonCode = "gpus_taken"
 	// ReasonLocationChanged: a node's host now reports another location.
 	ReasonLocationChanged ReasonCode = "location_changed"
+	// ReasonMachineMissing: a created machine state records is gone from
+	// its provider (deleted outside gpulayer); it is created again, and
+	// the jobs on it replaced.
+	ReasonMachineMissing ReasonCode = "machine_missing"
+	// ReasonMachineStopped: a created machine is stopped (TERMINATED), or
+	// a Spot VM was preempted; its jobs are replaced elsewhere.
+	ReasonMachineStopped ReasonCode = "machine_stopped"
+	// ReasonMachineDeleted: a node's machine is deleted or replaced by
+	// this plan (count lowered, or its gcp block changed).
+	ReasonMachineDeleted ReasonCode = "machine_deleted"
 	// ReasonRemovedFromConfig: the job is in state and no longer
 	// configured (destroy).
 	ReasonRemovedFromConfig ReasonCode = "removed_from_config"
@@ -35,6 +45,22 @@ const (
 	// ReasonUnschedulable: no group could ever hold the job under its
 	// policy (failed).
 	ReasonUnschedulable ReasonCode = "unschedulable"
+	// ReasonMachinesPending: the job cannot be placed on the machines that
+	// answer now, and this plan creates machines; apply places it once
+	// they answer (waiting).
+	ReasonMachinesPending ReasonCode = "machines_pending"
+
+	// Reasons of machines (MachineChange), not of jobs.
+
+	// ReasonCountRaised: the fleet's count asks for a machine that does
+	// not exist (create).
+	ReasonCountRaised ReasonCode = "count_raised"
+	// ReasonCountLowered: the machine's number is at or above the fleet's
+	// count (delete, highest numbers first).
+	ReasonCountLowered ReasonCode = "count_lowered"
+	// ReasonMachineSpecChanged: the gcp block changed in a way the machine
+	// cannot follow without being created again (replace).
+	ReasonMachineSpecChanged ReasonCode = "machine_spec_changed"
 )
 
 // ReasonCodes lists every code in order, with its sentence: the closed set
@@ -51,9 +77,16 @@ var ReasonCodes = []struct {
 	{ReasonProcessExited, "a node's process exited"},
 	{ReasonGPUsTaken, "a node's GPUs are used by a process gpulayer did not start for this job"},
 	{ReasonLocationChanged, "a node's host reports another location"},
+	{ReasonMachineMissing, "a created machine was deleted outside gpulayer"},
+	{ReasonMachineStopped, "a created machine is stopped or was preempted"},
+	{ReasonMachineDeleted, "a node's machine is deleted or replaced by this plan"},
 	{ReasonRemovedFromConfig, "the job is no longer configured"},
 	{ReasonUnschedulableNow, "no group of machines can hold the job now"},
 	{ReasonUnschedulable, "no group of machines can ever hold the job under its policy"},
+	{ReasonMachinesPending, "the job waits for machines this apply creates"},
+	{ReasonCountRaised, "the fleet's count asks for a machine that does not exist"},
+	{ReasonCountLowered, "the fleet's count no longer includes the machine"},
+	{ReasonMachineSpecChanged, "the gcp block changed in a way that needs a new machine"},
 }
 
 func reasonOrder(c ReasonCode) int {

@@ -48,6 +48,9 @@ func (p *Pool) dial(r *resolved) (*ssh.Client, error) {
 		},
 		HostKeyAlgorithms: kh.hostKeyAlgorithms(r.hostPort()),
 	}
+	if len(r.pinned) > 0 {
+		cfg.HostKeyCallback, cfg.HostKeyAlgorithms = pinnedHostKeys(r.hostPort(), r.pinned)
+	}
 
 	retry := p.opts.Retry
 	backoff := retry.InitialBackoff

@@ -1,12 +1,14 @@
 package ssh
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -356,4 +358,52 @@ func (f *knownHostsFile) record(address string, remote net.Addr, key ssh.PublicK
 		return err
 	}
 	return nil
+}
+
+// PinnedHostKeyError is returned when a host whose keys are pinned (its
+// provider published them) offers another key.
+type PinnedHostKeyError struct {
+	Address     string // "host:port" as dialed
+	KeyType     string
+	Fingerprint string
+}
+
+func (e *PinnedHostKeyError) Error() string {
+	return fmt.Sprintf("host key of %s does not match the keys its provider published: it offered %s key %s; "+
+		"either the machine was recreated since gpulayer recorded it (run gpulayer plan again to refresh the record) "+
+		"or another machine answers at that address",
+		knownhosts.Normalize(e.Address), e.KeyType, e.Fingerprint)
+}
+
+// pinnedHostKeys is the host key check of a target with pinned keys: the
+// key offered must be one of them, and only their algorithms are asked
+// for, so that the server offers a key that can match.
+func pinnedHostKeys(hostPort string, pinned []ssh.PublicKey) (ssh.HostKeyCallback, []string) {
+	var algos []string
+	for _, k := range pinned {
+		for _, a := range algorithmsFor(k.Type()) {
+			if !slices.Contains(algos, a) {
+				algos = append(algos, a)
+			}
+		}
+	}
+	check := func(address string, remote net.Addr, key ssh.PublicKey) error {
+		offered := key.Marshal()
+		for _, k := range pinned {
+			if bytes.Equal(k.Marshal(), offered) {
+				return nil
+			}
+		}
+		return &PinnedHostKeyError{Address: hostPort, KeyType: key.Type(), Fingerprint: ssh.FingerprintSHA256(key)}
+	}
+	return check, algos
+}
+
+// algorithmsFor is the host key algorithms that verify with a key of this
+// type: an RSA key signs with SHA-2 as well as SHA-1.
+func algorithmsFor(keyType string) []string {
+	if keyType == ssh.KeyAlgoRSA {
+		return []string{ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256, ssh.KeyAlgoRSA}
+	}
+	return []string{keyType}
 }

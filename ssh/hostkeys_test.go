@@ -309,3 +309,39 @@ func TestTargetsThatTrustAlikeShareOneConnection(t *testing.T) {
 		t.Errorf("%d dials and %d connections for three alike targets, want 1", n, conns)
 	}
 }
+
+// TestPinnedHostKeysAreTheOnlyKeysAccepted: a machine gpulayer created is
+// reached with the keys its provider published, whatever known_hosts
+// says, and another key is refused even with accept-new; a connection made
+// under pinned keys is not shared with a target that pins others.
+func TestPinnedHostKeysAreTheOnlyKeysAccepted(t *testing.T) {
+	f := newFixture(t)
+	srv := f.unlistedServer(sshtest.Options{})
+	p := newPool(t, Options{})
+	right := string(ssh.MarshalAuthorizedKey(srv.HostKey.PublicKey()))
+	tg := f.target("cloud-0", srv)
+	tg.HostKeys = []string{strings.TrimSpace(right)}
+	if _, err := p.Run(context.Background(), tg, "true", nil); err != nil {
+		t.Fatalf("pinned to its own key: %v", err)
+	}
+	if _, err := os.Stat(f.knownHosts); !os.IsNotExist(err) {
+		t.Errorf("a pinned connection wrote known_hosts: %v", err)
+	}
+	other, err := sshtest.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong := f.target("cloud-0", srv)
+	wrong.HostKeyCheck = HostKeyAcceptNew
+	wrong.HostKeys = []string{strings.TrimSpace(string(ssh.MarshalAuthorizedKey(other.PublicKey())))}
+	_, err = p.Run(context.Background(), wrong, "true", nil)
+	var pinned *PinnedHostKeyError
+	if !errors.As(err, &pinned) || !strings.Contains(err.Error(), ssh.FingerprintSHA256(srv.HostKey.PublicKey())) {
+		t.Fatalf("pinned to another key: got %v, want PinnedHostKeyError naming the offered key", err)
+	}
+	bad := f.target("cloud-0", srv)
+	bad.HostKeys = []string{"ssh-ed25519 not-base64"}
+	if _, err := p.Run(context.Background(), bad, "true", nil); err == nil || !strings.Contains(err.Error(), "pinned host key 1 of 1") {
+		t.Fatalf("unparseable pinned key: %v", err)
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/crypto/ssh"
 )
 
 // Host-key checking modes of a Target.
@@ -51,6 +53,11 @@ type Target struct {
 	// HostKeyCheck is HostKeyStrict (the default, also for "") or
 	// HostKeyAcceptNew.
 	HostKeyCheck string
+	// HostKeys, when not empty, pins the host's keys: authorized_keys lines
+	// ("ssh-ed25519 AAAA...") as the machine's provider published them.
+	// The host must offer one of them; known_hosts and HostKeyCheck are
+	// not consulted. Machines gpulayer creates are reached this way.
+	HostKeys []string
 	// Bastion is the jump host the connection goes through; nil for none.
 	// Only one hop is supported: a bastion's own Bastion must be nil.
 	Bastion *Target
@@ -95,6 +102,7 @@ type resolved struct {
 	globalKnownHosts []string
 	identities       []string
 	explicitID       bool // identities were named by the user, not defaults
+	pinned           []ssh.PublicKey
 	bastion          *resolved
 }
 
@@ -150,6 +158,13 @@ func resolve(t Target) (*resolved, error) {
 			r.identities = append(r.identities, filepath.Join(home, ".ssh", n))
 		}
 	}
+	for i, line := range t.HostKeys {
+		k, _, _, _, err := ssh.ParseAuthorizedKey([]byte(line))
+		if err != nil {
+			return nil, fmt.Errorf("pinned host key %d of %d: %w", i+1, len(t.HostKeys), err)
+		}
+		r.pinned = append(r.pinned, k)
+	}
 	if t.Bastion != nil {
 		if t.Bastion.Bastion != nil {
 			return nil, fmt.Errorf("bastion %s has a bastion itself; only one hop is supported", t.Bastion.label())
@@ -173,6 +188,9 @@ func resolve(t Target) (*resolved, error) {
 func (r *resolved) key() string {
 	k := fmt.Sprintf("%q@%s host_key_check=%s known_hosts=%q identities=%q",
 		r.user, r.hostPort(), r.HostKeyCheck, append([]string{r.knownHosts}, r.globalKnownHosts...), r.identities)
+	for _, pk := range r.pinned {
+		k += " pinned=" + ssh.FingerprintSHA256(pk)
+	}
 	if r.bastion != nil {
 		k += " via " + r.bastion.key()
 	}

@@ -68,22 +68,17 @@ func Markdown(w io.Writer, p *reconcile.Plan) error {
 		}
 	}
 	for _, f := range p.Fleets {
-		var names []string
+		fmt.Fprintf(bw, "- fleet **%s** (%s): %s\n", mdText(f.Fleet), mdText(f.Provider), mdText(fleetWords(f)))
 		for _, m := range f.Machines {
-			names = append(names, m.Name)
-		}
-		line := fmt.Sprintf("fleet %q: %d of %d machines exist", f.Fleet, f.Existing, f.Count)
-		if len(names) > 0 {
-			line = fmt.Sprintf("fleet %q: %d machines to create (%s)", f.Fleet, len(names), strings.Join(names, ", "))
+			line := "machine " + m.Name
+			if m.Detail != "" {
+				line += " (" + m.Detail + ")"
+			}
+			fmt.Fprintf(bw, "  - %s %s: %s\n", mdSymbol(m.Action), mdText(line), mdText(reasonWords(m.Reasons)))
 		}
 		if f.Note != "" {
-			line += "; " + f.Note
+			fmt.Fprintf(bw, "  - %s\n", mdText(f.Note))
 		}
-		mark := mdSymbol(reconcile.ActionCreate)
-		if !f.Supported {
-			mark = mdSymbol(reconcile.ActionFailed)
-		}
-		fmt.Fprintf(bw, "- %s %s\n", mark, mdText(line))
 	}
 	if len(p.Leftovers)+len(p.Fleets) > 0 {
 		fmt.Fprintln(bw)

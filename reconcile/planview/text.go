@@ -370,33 +370,50 @@ func exclusionWords(ex []topology.Exclusion) string {
 }
 
 func writeFleet(w *bufio.Writer, f reconcile.FleetChange, st styles) {
-	var names []string
-	detail := ""
+	fmt.Fprintf(w, "  %s: %s\n", st.bold.Render("fleet "+strconv.Quote(clean(f.Fleet))+" ("+f.Provider+")"), fleetWords(f))
 	for _, m := range f.Machines {
-		names = append(names, m.Name)
-		detail = m.Detail
-	}
-	mark := st.symbol(reconcile.ActionCreate)
-	if !f.Supported {
-		mark = st.fail.Render("!")
-	}
-	switch {
-	case len(f.Machines) == 0:
-		fmt.Fprintf(w, "  %s %s: %d of %d machines exist\n", mark, st.bold.Render("fleet "+strconv.Quote(f.Fleet)), f.Existing, f.Count)
-	default:
-		what := fmt.Sprintf("%d machines to create", len(names))
-		if len(names) == 1 {
-			what = "1 machine to create"
+		fmt.Fprintf(w, "    %s machine %s", st.symbol(m.Action), clean(m.Name))
+		if m.Detail != "" {
+			fmt.Fprintf(w, " (%s)", clean(m.Detail))
 		}
-		fmt.Fprintf(w, "  %s %s: %s (%s", mark, st.bold.Render("fleet "+strconv.Quote(f.Fleet)), what, clean(strings.Join(names, ", ")))
-		if detail != "" {
-			fmt.Fprintf(w, ": %s", clean(detail))
-		}
-		fmt.Fprintln(w, ")")
+		fmt.Fprintf(w, ": %s\n", clean(reasonWords(m.Reasons)))
 	}
 	if f.Note != "" {
 		fmt.Fprintf(w, "      %s\n", clean(f.Note))
 	}
+}
+
+// fleetWords is "2 of 4 machines exist; 2 to create, 1 to delete".
+func fleetWords(f reconcile.FleetChange) string {
+	var create, del int
+	for _, m := range f.Machines {
+		switch m.Action {
+		case reconcile.ActionCreate:
+			create++
+		case reconcile.ActionDestroy:
+			del++
+		case reconcile.ActionReplace:
+			create++
+			del++
+		}
+	}
+	s := fmt.Sprintf("%d of %d machines exist", f.Existing, f.Count)
+	if create+del > 0 {
+		s += fmt.Sprintf("; %d to create, %d to delete", create, del)
+	}
+	if !f.Listed {
+		s += " (as state records them; not listed at this refresh)"
+	}
+	return s
+}
+
+// reasonWords joins reasons' messages.
+func reasonWords(rs []reconcile.Reason) string {
+	var parts []string
+	for _, r := range rs {
+		parts = append(parts, r.Message)
+	}
+	return strings.Join(parts, "; ")
 }
 
 // clean makes text from machines and files safe for a terminal, on one

@@ -25,13 +25,19 @@ func Machines(cfg *config.Config) ([]Machine, error) {
 			if err != nil {
 				return nil, fmt.Errorf("fleet %q, host %q: %w", f.Name, h.Name, err)
 			}
-			out = append(out, Machine{
+			m := Machine{
 				Name:          h.Name,
 				Fleet:         f.Name,
 				Target:        t,
 				Host:          claim(h.OwnLocation),
 				FleetDefaults: claim(f.Location),
-			})
+			}
+			if h.Created {
+				record := claim(h.OwnLocation)
+				record.Source = facts.SourceProvider
+				m.Provider, m.Host = &record, facts.LocationClaim{}
+			}
+			out = append(out, m)
 		}
 	}
 	return out, nil
@@ -58,6 +64,7 @@ func Target(h *config.Host, s *config.SSH, dir, home string) (ssh.Target, error)
 		KnownHostsFile: expandPath(orDefault(s.KnownHosts, "~/.ssh/known_hosts"), dir, home),
 		HostKeyCheck:   orDefault(s.HostKeyCheck, config.HostKeyStrict),
 		ConnectTimeout: s.ConnectTimeout,
+		HostKeys:       h.HostKeys,
 	}
 	if t.User == "" {
 		t.User = currentUser()

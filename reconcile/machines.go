@@ -1,0 +1,102 @@
+package reconcile
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/gpulayer/gpulayer/config"
+	"github.com/gpulayer/gpulayer/reconcile/state"
+)
+
+// WithMachines returns cfg with the machines state records for each fleet
+// of created machines as that fleet's hosts, so that probe, plan, apply,
+// status and logs reach and place created machines as they do declared
+// hosts. cfg itself is not changed. A created machine's location is its
+// provider's record (trusted, ADR-0021): region and zone, and for network
+// group the physical topology the provider reported (cluster/block, and
+// sub-block where present), so that placement keeps a job inside one block
+// of GPUs.
+func WithMachines(cfg *config.Config, machines []state.Machine) *config.Config {
+	out := *cfg
+	out.Fleets = make([]*config.Fleet, len(cfg.Fleets))
+	for i, f := range cfg.Fleets {
+		out.Fleets[i] = f
+		if f.GCP == nil {
+			continue
+		}
+		fc := *f
+		fc.Hosts = nil
+		for _, m := range machines {
+			if m.Fleet == f.Name {
+				fc.Hosts = append(fc.Hosts, CreatedHost(&fc, m))
+			}
+		}
+		slices.SortFunc(fc.Hosts, func(a, b *config.Host) int { return compareMachineNames(a.Name, b.Name) })
+		out.Fleets[i] = &fc
+	}
+	return &out
+}
+
+// CreatedHost is machine m of fleet f as a host of the configuration.
+// Through a bastion it is reached at its internal address; otherwise at its
+// external one when it has one.
+func CreatedHost(f *config.Fleet, m state.Machine) *config.Host {
+	addr := m.ExternalIP
+	if addr == "" || (f.SSH != nil && f.SSH.Bastion != "") {
+		addr = m.InternalIP
+	}
+	loc := config.Location{Region: m.Region, Zone: m.Zone, NetworkGroup: PhysicalGroup(m.Physical)}
+	if loc.NetworkGroup == "" {
+		loc.NetworkGroup = f.Location.NetworkGroup
+	}
+	return &config.Host{
+		Name: m.Name, Fleet: f.Name, Address: addr,
+		Location: loc, OwnLocation: loc, Labels: f.Labels,
+		Created: true, HostKeys: slices.Clone(m.HostKeys),
+		DeclRange: f.DeclRange,
+	}
+}
+
+// PhysicalGroup is the network group of a machine the provider placed:
+// "cluster/block" or "cluster/block/sub-block", "" when the provider did
+// not say. The host is left out: two GPUs of one host are one machine.
+func PhysicalGroup(p *state.PhysicalHost) string {
+	if p == nil || p.Block == "" {
+		return ""
+	}
+	parts := []string{p.Cluster, p.Block}
+	if p.SubBlock != "" {
+		parts = append(parts, p.SubBlock)
+	}
+	return strings.Join(parts, "/")
+}
+
+// compareMachineNames orders "cloud-2" before "cloud-10".
+func compareMachineNames(a, b string) int {
+	fa, ia := splitMachineName(a)
+	fb, ib := splitMachineName(b)
+	if c := strings.Compare(fa, fb); c != 0 {
+		return c
+	}
+	return ia - ib
+}
+
+// splitMachineName splits "cloud-12" into "cloud" and 12; a name without a
+// number gives -1.
+func splitMachineName(name string) (string, int) {
+	i := strings.LastIndexByte(name, '-')
+	if i < 0 {
+		return name, -1
+	}
+	n := 0
+	for _, r := range name[i+1:] {
+		if r < '0' || r > '9' || n > 1<<20 {
+			return name, -1
+		}
+		n = n*10 + int(r-'0')
+	}
+	if i+1 == len(name) {
+		return name, -1
+	}
+	return name[:i], n
+}
