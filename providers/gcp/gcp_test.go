@@ -411,3 +411,67 @@ func TestFleetWithoutGCPBlockIsErrNoProvider(t *testing.T) {
 		t.Errorf("err = %v, want ErrNoProvider", err)
 	}
 }
+
+func TestConcurrentCreatesShareOnePlacementPolicy(t *testing.T) {
+	srv := gcptest.Start(t)
+	p := newProvider(t, gcp.Options{})
+	ctx := bounded(t)
+	fleet := fleetAt(srv.URL)
+	fleet.GCP.Placement, fleet.Count = config.GCPPlacementCompact, 6
+
+	errs := make(chan error, fleet.Count)
+	for i := range fleet.Count {
+		go func() {
+			_, err := p.Create(ctx, fleet, fmt.Sprintf("trainers-%d", i), lineage)
+			errs <- err
+		}()
+	}
+	for range fleet.Count {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+
+	// Racing Creates may each find no policy and insert one: the losers'
+	// 409 must not fail their machine.
+	if got := srv.Policies(); len(got) != 1 {
+		t.Errorf("policies = %+v, want one", got)
+	}
+	if n := len(srv.Instances()); n != fleet.Count {
+		t.Errorf("instances = %d, want %d", n, fleet.Count)
+	}
+}
+
+func TestCreateOnDemandWithMachineTypesOwnGPUs(t *testing.T) {
+	srv := gcptest.Start(t)
+	p := newProvider(t, gcp.Options{})
+	fleet := fleetAt(srv.URL)
+	g := fleet.GCP
+	g.MachineType, g.AcceleratorType, g.AcceleratorCount = "a3-highgpu-8g", "", 0
+	g.Spot, g.DiskSizeGB, g.ServiceAccount, g.Tags = false, 0, "", nil
+	g.Network, g.Subnetwork = "projects/my-project/global/networks/train", "regions/us-central1/subnetworks/train-a"
+
+	m, err := p.Create(bounded(t), fleet, "trainers-0", lineage)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	in := srv.Instances()[0]
+	if len(in.Accelerators) != 0 {
+		t.Errorf("accelerators = %v, want none: the machine type brings its GPUs", in.Accelerators)
+	}
+	if want := (gcptest.Scheduling{OnHostMaintenance: "TERMINATE"}); in.Scheduling != want {
+		t.Errorf("scheduling = %+v, want %+v", in.Scheduling, want)
+	}
+	res := in.Resource
+	if res.GetDisks()[0].GetInitializeParams().DiskSizeGb != nil || len(res.GetServiceAccounts()) != 0 || res.GetTags() != nil {
+		t.Errorf("resource = %v, want no disk size, service account or tags when the block sets none", res)
+	}
+	nic := res.GetNetworkInterfaces()[0]
+	if nic.GetNetwork() != g.Network || nic.GetSubnetwork() != g.Subnetwork {
+		t.Errorf("network interface = %v, want network %s, subnetwork %s", nic, g.Network, g.Subnetwork)
+	}
+	if m.Spot {
+		t.Error("record says Spot for an on-demand machine")
+	}
+}
