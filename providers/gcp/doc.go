@@ -1,0 +1,17 @@
+// Package gcp creates, describes, lists and deletes a fleet's machines on
+// Google Compute Engine through its REST API (cloud.google.com/go/compute).
+//
+// Machines carry two labels, the fleet's name and the state's lineage, so
+// that List finds every machine gpulayer made for a state, including the
+// ones a crashed apply never recorded. Every call is bounded by its context;
+// operations are polled until they end and their error field is checked,
+// because Compute Engine reports a failed insert (quota, stock-out) in the
+// operation, not in the HTTP status.
+//
+// Errors a person can act on (quota, stock-out, permissions, a wrong image
+// or machine type) come back as *Error, which names the project, zone and
+// machine type and says what to try. The package does not decide what to
+// create: the planner does; it does not retry a failed create either.
+//
+// Package gcptest is an in-process fake of the API for tests.
+package gcp
