@@ -35,9 +35,16 @@ const ProviderGCP = "gcp"
 // deletes only what it recorded.
 func (pl *planner) planFleets() {
 	pl.machineGone = map[string]Reason{}
+	declared := map[string]bool{}
 	for _, f := range pl.in.Config.Fleets {
 		if f.GCP == nil {
 			continue
+		}
+		declared[f.Name] = true
+		count := f.Count
+		countWords := fmt.Sprintf("count is %d", count)
+		if pl.in.Destroy {
+			count, countWords = 0, "gpulayer destroy deletes every machine it created"
 		}
 		spec := f.GCP.SpecHash()
 		listing, listed := pl.in.Listed[f.Name]
@@ -65,10 +72,10 @@ func (pl *planner) planFleets() {
 			_, n := splitMachineName(m.Name)
 			now, isListed := live[m.Name]
 			switch {
-			case n < 0 || n >= f.Count:
-				r := Reason{Code: ReasonCountLowered, Message: fmt.Sprintf("count is %d", f.Count)}
+			case n < 0 || n >= count:
+				r := Reason{Code: ReasonCountLowered, Message: countWords}
 				deletes = append(deletes, MachineChange{Name: m.Name, Action: ActionDestroy, Reasons: []Reason{r}})
-				pl.machineGone[m.Name] = Reason{Code: ReasonMachineDeleted, Message: "machine " + m.Name + " is deleted: count is " + fmt.Sprint(f.Count)}
+				pl.machineGone[m.Name] = Reason{Code: ReasonMachineDeleted, Message: "machine " + m.Name + " is deleted: " + countWords}
 			case m.SpecHash != spec:
 				r := Reason{Code: ReasonMachineSpecChanged, Message: "the gcp block changed in a way that needs a new machine"}
 				others = append(others, MachineChange{Name: m.Name, Action: ActionReplace, Detail: detail, Reasons: []Reason{r}})
@@ -86,10 +93,10 @@ func (pl *planner) planFleets() {
 				pl.plan.Warnings = append(pl.plan.Warnings, fmt.Sprintf("machine %s of fleet %q %s; its jobs are placed elsewhere, and the machine is left as it is (start it, or lower count to delete it)", m.Name, f.Name, what))
 			}
 		}
-		for i := 0; i < f.Count; i++ {
+		for i := 0; i < count; i++ {
 			name := f.Name + "-" + fmt.Sprint(i)
 			if !recorded[name] {
-				r := Reason{Code: ReasonCountRaised, Message: fmt.Sprintf("count is %d", f.Count)}
+				r := Reason{Code: ReasonCountRaised, Message: countWords}
 				others = append(others, MachineChange{Name: name, Action: ActionCreate, Detail: detail, Reasons: []Reason{r}})
 			}
 		}
@@ -109,6 +116,30 @@ func (pl *planner) planFleets() {
 		if len(fc.Machines) > 0 || fc.Existing > 0 || f.Count > 0 {
 			pl.plan.Fleets = append(pl.plan.Fleets, fc)
 		}
+	}
+	pl.removedFleets(declared)
+}
+
+// removedFleets deletes the recorded machines of fleets no longer declared
+// (or no longer created by a provider): gpulayer deletes what it created
+// once the configuration stops asking for it, as Terraform does.
+func (pl *planner) removedFleets(declared map[string]bool) {
+	byFleet := map[string][]state.Machine{}
+	for _, m := range pl.st.Machines {
+		if !declared[m.Fleet] {
+			byFleet[m.Fleet] = append(byFleet[m.Fleet], m)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(byFleet)) {
+		ms := byFleet[name]
+		fc := FleetChange{Fleet: name, Provider: ms[0].Provider, Existing: len(ms), Machines: []MachineChange{}}
+		for _, m := range ms {
+			r := Reason{Code: ReasonFleetRemoved, Message: fmt.Sprintf("fleet %q is no longer declared", name)}
+			fc.Machines = append(fc.Machines, MachineChange{Name: m.Name, Action: ActionDestroy, Reasons: []Reason{r}})
+			pl.machineGone[m.Name] = Reason{Code: ReasonMachineDeleted, Message: "machine " + m.Name + " is deleted: its fleet is no longer declared"}
+		}
+		slices.SortFunc(fc.Machines, func(a, b MachineChange) int { return compareMachineNames(b.Name, a.Name) })
+		pl.plan.Fleets = append(pl.plan.Fleets, fc)
 	}
 }
 

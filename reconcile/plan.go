@@ -266,3 +266,13 @@ func (p *Plan) Job(name string) *JobChange {
 	}
 	return nil
 }
+
+// WithoutMachines is the plan with its fleets' changes left out: the plan
+// apply makes, once the machines it created answer, to place the jobs
+// that waited for them. Machines still to create are the next plan's.
+func (p *Plan) WithoutMachines() *Plan {
+	out := *p
+	out.Fleets = []FleetChange{}
+	out.Summary.CreateMachines, out.Summary.DeleteMachines = 0, 0
+	return &out
+}

@@ -61,6 +61,9 @@ const (
 	// ReasonMachineSpecChanged: the gcp block changed in a way the machine
 	// cannot follow without being created again (replace).
 	ReasonMachineSpecChanged ReasonCode = "machine_spec_changed"
+	// ReasonFleetRemoved: the machine's fleet is no longer declared, or no
+	// longer has a gcp block (delete).
+	ReasonFleetRemoved ReasonCode = "fleet_removed"
 )
 
 // ReasonCodes lists every code in order, with its sentence: the closed set
@@ -87,6 +90,7 @@ var ReasonCodes = []struct {
 	{ReasonCountRaised, "the fleet's count asks for a machine that does not exist"},
 	{ReasonCountLowered, "the fleet's count no longer includes the machine"},
 	{ReasonMachineSpecChanged, "the gcp block changed in a way that needs a new machine"},
+	{ReasonFleetRemoved, "the machine's fleet is no longer declared"},
 }
 
 func reasonOrder(c ReasonCode) int {

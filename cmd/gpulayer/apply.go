@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpulayer/gpulayer/config"
 	"github.com/gpulayer/gpulayer/internal/iostreams"
+	"github.com/gpulayer/gpulayer/providers"
 	"github.com/gpulayer/gpulayer/reconcile"
 	"github.com/gpulayer/gpulayer/reconcile/apply"
 	"github.com/gpulayer/gpulayer/reconcile/facts"
@@ -29,6 +31,7 @@ type applyOptions struct {
 	planFile     string
 	autoApprove  bool
 	nodeParallel int
+	machineWait  time.Duration
 	destroy      bool
 	// stdinTTY says whether a person can answer the confirmation.
 	stdinTTY bool
@@ -71,6 +74,7 @@ next plan continues from there.`,
 	addPlanInputFlags(cmd, &opts.in)
 	cmd.Flags().BoolVar(&opts.autoApprove, "auto-approve", false, "apply without asking for confirmation")
 	cmd.Flags().IntVar(&opts.nodeParallel, "node-parallelism", apply.DefaultParallelism, "start or stop at most `N` nodes at once")
+	cmd.Flags().DurationVar(&opts.machineWait, "machine-wait", DefaultMachineWait, "wait at most `DURATION` for created machines to answer SSH")
 	return cmd
 }
 
@@ -105,6 +109,7 @@ func applyRun(opts *applyOptions) error {
 	if err != nil {
 		return err
 	}
+	defer made.close()
 	if err := planview.Text(io.Out, made.plan, planview.Options{Color: io.ColorEnabled()}); err != nil {
 		return err
 	}
@@ -124,7 +129,10 @@ func applyRun(opts *applyOptions) error {
 	for _, j := range made.cfg.Jobs {
 		specs[j.Name] = reconcile.JobSpec(j)
 	}
-	return execute(ctx, io, opts, backend, made.state, made.plan, made.facts, targets, specs)
+	return execute(ctx, io, opts, execution{
+		backend: backend, st: made.state, plan: made.plan, facts: made.facts, targets: targets, specs: specs,
+		cfg: made.cfg, provider: made.provider, fleets: executorFleets(made.provider, made.cfg, made.state),
+	})
 }
 
 // finish checks the flags of apply and destroy and reads what the
@@ -140,6 +148,9 @@ func (opts *applyOptions) finish(cmd *cobra.Command) error {
 				return fmt.Errorf("--%s cannot change a saved plan; make a new plan with it", name)
 			}
 		}
+	}
+	if opts.machineWait <= 0 {
+		opts.machineWait = DefaultMachineWait
 	}
 	if opts.nodeParallel < 1 {
 		return fmt.Errorf("--node-parallelism must be at least 1, got %d", opts.nodeParallel)
@@ -214,7 +225,15 @@ func applySaved(ctx context.Context, opts *applyOptions) error {
 	for _, j := range f.Config.Jobs {
 		specs[j.Name] = j.Spec
 	}
-	return execute(ctx, io, opts, backend, st, f.Plan, f.Facts, targets, specs)
+	ex := execution{backend: backend, st: st, plan: f.Plan, facts: f.Facts, targets: targets, specs: specs}
+	if len(f.Config.Fleets) > 0 || len(st.Machines) > 0 {
+		if ex.provider, err = openProvider(ctx); err != nil {
+			return err
+		}
+		defer ex.provider.Close()
+		ex.fleets = executorFleets(ex.provider, f.FleetConfig(), st)
+	}
+	return execute(ctx, io, opts, ex)
 }
 
 func lineageNote(planned, now string) string {
@@ -239,36 +258,88 @@ func probeHosts(ctx context.Context, io *iostreams.IOStreams, in *planInputs, ta
 	return probe.Fleet(ctx, pool, machines, refreshProbeOptions(io, in))
 }
 
-// execute runs a plan and reports what was done.
-func execute(ctx context.Context, io *iostreams.IOStreams, opts *applyOptions, backend state.Backend, st *state.State,
-	p *reconcile.Plan, doc *facts.Document, targets map[string]ssh.Target, specs map[string]state.JobSpec) error {
+// execution is what an apply carries out a plan with.
+type execution struct {
+	backend state.Backend
+	st      *state.State
+	plan    *reconcile.Plan
+	facts   *facts.Document
+	targets map[string]ssh.Target
+	specs   map[string]state.JobSpec
+	// cfg is the configuration the plan was made from, with its created
+	// machines; nil for a saved plan, whose jobs that wait for new
+	// machines are placed by the next plan.
+	cfg      *config.Config
+	provider providers.Provider
+	fleets   map[string]apply.Fleet
+}
+
+// execute runs a plan and reports what was done. When it created machines
+// that jobs wait for, it waits for them to answer SSH, probes them, and
+// places and launches those jobs by a plan of their own, in the same run.
+func execute(ctx context.Context, io *iostreams.IOStreams, opts *applyOptions, x execution) error {
 	pool := ssh.NewPool(ssh.Options{Parallelism: opts.in.parallelism, MaxOutputBytes: launch.MaxOutputBytes})
 	defer pool.Close()
 	fmt.Fprintln(io.Out)
 	ex := &apply.Executor{
-		Runner: pool, Backend: backend, Targets: targets, Specs: specs,
+		Runner: pool, Backend: x.backend, Targets: x.targets, Specs: x.specs, Fleets: x.fleets,
 		Opts: apply.Options{Parallelism: opts.nodeParallel, Progress: func(ev apply.Event) { writeEvent(io, ev) }},
 	}
-	res, err := ex.Apply(ctx, st, p, doc)
-	if res != nil {
+	res, err := ex.Apply(ctx, x.st, x.plan, x.facts)
+	report := func(res *apply.Result) {
+		if res == nil {
+			return
+		}
 		for _, w := range res.Warnings {
 			fmt.Fprintf(io.ErrOut, "Warning: %s\n", iostreams.Sanitize(w, false))
+		}
+		for _, f := range res.MachineErrors {
+			fmt.Fprintf(io.ErrOut, "Error: %s\n", iostreams.Sanitize(f.Error(), true))
 		}
 		for _, f := range res.Failed {
 			fmt.Fprintf(io.ErrOut, "Error: %s\n", iostreams.Sanitize(f.Error(), true))
 		}
 	}
+	report(res)
 	if err != nil {
 		if errors.Is(err, apply.ErrInterrupted) {
 			return &exitError{code: 130, err: err}
 		}
 		return err
 	}
+	pending := pendingJobs(x.plan)
+	if len(res.Created) > 0 && len(pending) > 0 {
+		if x.cfg == nil {
+			fmt.Fprintf(io.Out, "\nJobs %s wait for the machines this apply created; a saved plan cannot place them: run gpulayer plan and apply again.\n",
+				iostreams.Sanitize(strings.Join(pending, ", "), false))
+		} else {
+			second, err := placeOnNewMachines(ctx, io, opts, x, res, pending, pool)
+			report(second)
+			if second != nil {
+				res.Launched += second.Launched
+				res.Replaced += second.Replaced
+				res.Failed = append(res.Failed, second.Failed...)
+			}
+			if err != nil {
+				if errors.Is(err, apply.ErrInterrupted) {
+					return &exitError{code: 130, err: err}
+				}
+				return err
+			}
+		}
+	}
 	verb := "Apply"
 	if opts.destroy {
 		verb = "Destroy"
 	}
-	fmt.Fprintf(io.Out, "\n%s complete: %d launched, %d replaced, %d stopped.\n", verb, res.Launched, res.Replaced, res.Stopped)
+	fmt.Fprintf(io.Out, "\n%s complete: %d launched, %d replaced, %d stopped", verb, res.Launched, res.Replaced, res.Stopped)
+	if res.CreatedMachines+res.DeletedMachines > 0 || len(res.MachineErrors) > 0 {
+		fmt.Fprintf(io.Out, "; %d machines created, %d deleted", res.CreatedMachines, res.DeletedMachines)
+	}
+	fmt.Fprintln(io.Out, ".")
+	if len(res.MachineErrors) > 0 {
+		return &exitError{code: 1, err: fmt.Errorf("%d machines could not be created or deleted; what was done is recorded, and the next apply tries the rest", len(res.MachineErrors))}
+	}
 	if len(res.Failed) > 0 {
 		return &exitError{code: 1, err: fmt.Errorf("%d jobs failed to launch; their nodes were stopped, and the next plan replaces them", len(res.Failed))}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpulayer/gpulayer/config"
 	"github.com/gpulayer/gpulayer/internal/iostreams"
+	"github.com/gpulayer/gpulayer/providers"
 	"github.com/gpulayer/gpulayer/reconcile"
 	"github.com/gpulayer/gpulayer/reconcile/facts"
 	"github.com/gpulayer/gpulayer/reconcile/planfile"
@@ -136,6 +137,7 @@ func planRun(opts *planOptions) error {
 	if err != nil {
 		return err
 	}
+	defer made.close()
 	if opts.out != "" {
 		data, err := made.file.Encode()
 		if err != nil {
@@ -202,9 +204,19 @@ func writePlan(io *iostreams.IOStreams, p *reconcile.Plan, format string) error 
 type madePlan struct {
 	plan  *reconcile.Plan
 	file  *planfile.File
-	cfg   *config.Config
+	cfg   *config.Config // with the created machines as hosts
 	state *state.State
 	facts *facts.Document
+	// provider creates and deletes machines; nil when the configuration
+	// and state have none. The caller closes it.
+	provider providers.Provider
+}
+
+// close releases what the plan holds open.
+func (m *madePlan) close() {
+	if m.provider != nil {
+		m.provider.Close()
+	}
 }
 
 // makePlan loads the configuration and state, refreshes the facts as the
@@ -228,6 +240,11 @@ func makePlan(ctx context.Context, io *iostreams.IOStreams, in *planInputs, cfg 
 	if err := checkTargets(cfg, st, targets); err != nil {
 		return nil, err
 	}
+	// Created machines are hosts of their fleets from here on: probed,
+	// placed on and reached like declared ones.
+	cfg = reconcile.WithMachines(cfg, st.Machines)
+	var prov providers.Provider
+	var listed map[string]reconcile.Listing
 	refresh := reconcile.Refresh{Source: reconcile.RefreshProbe}
 	var doc *facts.Document
 	switch {
@@ -249,21 +266,35 @@ func makePlan(ctx context.Context, io *iostreams.IOStreams, in *planInputs, cfg 
 		if doc, err = reconcile.RefreshFacts(ctx, pool, cfg, st, refreshProbeOptions(io, in)); err != nil {
 			return nil, err
 		}
+		if needsProvider(cfg, st) {
+			if prov, err = openProvider(ctx); err != nil {
+				return nil, err
+			}
+			listed = listMachines(ctx, prov, cfg, st)
+		}
 		if err := ctx.Err(); err != nil {
+			closeProvider(prov)
 			return nil, fmt.Errorf("%s interrupted while probing", command)
+		}
+	}
+	if prov == nil && needsProvider(cfg, st) {
+		if prov, err = openProvider(ctx); err != nil {
+			return nil, err
 		}
 	}
 	p := reconcile.MakePlan(reconcile.Input{
 		Config: cfg, State: st, Facts: doc, Refresh: refresh, Targets: targets, Version: buildVersion(), Destroy: destroy,
+		Listed: listed,
 	})
 	statePath, remote := ws.record()
 	file, err := planfile.New(p, cfg, doc, absDir(in.dir), statePath)
 	if err != nil {
+		closeProvider(prov)
 		return nil, err
 	}
 	file.Config.Backend = remote
 	file.Commit = gitCommit(ctx, in.dir)
-	return &madePlan{plan: p, file: file, cfg: cfg, state: st, facts: doc}, nil
+	return &madePlan{plan: p, file: file, cfg: cfg, state: st, facts: doc, provider: prov}, nil
 }
 
 // refreshProbeOptions are the probe's options, with progress on stderr when it

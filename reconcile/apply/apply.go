@@ -47,6 +47,9 @@ type Options struct {
 	Now func() time.Time
 	// NewRunID makes a run id; nil means a random one.
 	NewRunID func() string
+	// MachineTimeout bounds one machine's create or delete; 0 means
+	// DefaultMachineTimeout.
+	MachineTimeout time.Duration
 }
 
 // Event is one step of one node, for progress output.
@@ -84,7 +87,10 @@ type Executor struct {
 	// Specs are the configured jobs' specs by name: what create and
 	// replace launch.
 	Specs map[string]state.JobSpec
-	Opts  Options
+	// Fleets are the fleets of created machines by name, with their
+	// providers: what creates and deletes the plan's machines.
+	Fleets map[string]Fleet
+	Opts   Options
 }
 
 // Result says what an apply did.
@@ -92,6 +98,13 @@ type Result struct {
 	Launched, Replaced, Stopped int
 	// Failed are the jobs whose launch failed, with why.
 	Failed []error
+	// CreatedMachines and DeletedMachines count machines; Created names
+	// the machines created, whose jobs (those waiting for them) the
+	// caller places once they answer. MachineErrors are the machines that
+	// could not be created or deleted, with why.
+	CreatedMachines, DeletedMachines int
+	Created                          []string
+	MachineErrors                    []error
 	// Warnings are problems that did not fail the apply: leftover runs on
 	// hosts that did not answer.
 	Warnings []string
@@ -128,6 +141,12 @@ func (e *Executor) Apply(ctx context.Context, st *state.State, p *reconcile.Plan
 		}
 	}
 	each(ctx, stops, r.stopJob)
+	// Machines are deleted once the jobs on them are stopped, and created
+	// before jobs launch (the jobs waiting for them are placed by the
+	// caller once they answer: see Result.Created).
+	if ctx.Err() == nil {
+		r.res.Created = r.machines(ctx, p)
+	}
 	var launches []reconcile.JobChange
 	for _, c := range p.Jobs {
 		if (c.Action == reconcile.ActionCreate || c.Action == reconcile.ActionReplace) && c.Placement != nil {

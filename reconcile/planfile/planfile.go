@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/hashicorp/hcl/v2"
 	"slices"
 	"sort"
 	"strings"
@@ -61,8 +62,32 @@ type Snapshot struct {
 	Variables []Variable `json:"variables"`
 	// Jobs are the effective configurations of every configured job.
 	Jobs []Job `json:"jobs"`
-	// Hosts are the declared hosts and how to reach them.
+	// Hosts are the declared hosts and the created machines, and how to
+	// reach them.
 	Hosts []Host `json:"hosts"`
+	// Fleets are the fleets of created machines: what apply creates
+	// their machines from.
+	Fleets []Fleet `json:"fleets,omitempty"`
+}
+
+// Fleet is a fleet of created machines.
+type Fleet struct {
+	Name   string            `json:"name"`
+	Count  int               `json:"count"`
+	Labels map[string]string `json:"labels,omitempty"`
+	SSH    *SSH              `json:"ssh,omitempty"`
+	GCP    *config.GCP       `json:"gcp"`
+}
+
+// FleetConfig is a configuration holding only the saved plan's fleets of
+// created machines, as apply needs them to create and delete machines.
+func (f *File) FleetConfig() *config.Config {
+	cfg := &config.Config{}
+	for _, fl := range f.Config.Fleets {
+		h := Host{SSH: fl.SSH}
+		cfg.Fleets = append(cfg.Fleets, &config.Fleet{Name: fl.Name, Count: fl.Count, Labels: fl.Labels, SSH: h.ConfigSSH(), GCP: fl.GCP})
+	}
+	return cfg
 }
 
 // SourceFile is one configuration file.
@@ -94,6 +119,10 @@ type Host struct {
 	Address string `json:"address"`
 	Port    int    `json:"port,omitempty"`
 	SSH     *SSH   `json:"ssh,omitempty"`
+	// Created and HostKeys: a machine a provider created, reached with
+	// the host keys its provider published.
+	Created  bool     `json:"created,omitempty"`
+	HostKeys []string `json:"host_keys,omitempty"`
 }
 
 // SSH is a host's ssh block.
@@ -135,13 +164,19 @@ func New(p *reconcile.Plan, cfg *config.Config, doc *facts.Document, dir, stateP
 		snap.Jobs = append(snap.Jobs, Job{Name: j.Name, Spec: reconcile.JobSpec(j)})
 	}
 	for _, f := range cfg.Fleets {
+		var ssh *SSH
+		if s := f.SSH; s != nil {
+			ssh = &SSH{Name: s.Name, User: s.User, Port: s.Port, IdentityFile: s.IdentityFile, KnownHosts: s.KnownHosts,
+				HostKeyCheck: s.HostKeyCheck, Bastion: s.Bastion, ConnectTimeout: state.Duration(s.ConnectTimeout)}
+		}
 		for _, h := range f.Hosts {
-			sh := Host{Name: h.Name, Fleet: f.Name, Address: h.Address, Port: h.Port}
-			if s := f.SSH; s != nil {
-				sh.SSH = &SSH{Name: s.Name, User: s.User, Port: s.Port, IdentityFile: s.IdentityFile, KnownHosts: s.KnownHosts,
-					HostKeyCheck: s.HostKeyCheck, Bastion: s.Bastion, ConnectTimeout: state.Duration(s.ConnectTimeout)}
-			}
+			sh := Host{Name: h.Name, Fleet: f.Name, Address: h.Address, Port: h.Port, SSH: ssh, Created: h.Created, HostKeys: h.HostKeys}
 			snap.Hosts = append(snap.Hosts, sh)
+		}
+		if f.GCP != nil {
+			g := *f.GCP
+			g.DeclRange = hcl.Range{}
+			snap.Fleets = append(snap.Fleets, Fleet{Name: f.Name, Count: f.Count, Labels: f.Labels, SSH: ssh, GCP: &g})
 		}
 	}
 	slices.SortFunc(snap.Hosts, func(a, b Host) int { return strings.Compare(a.Name, b.Name) })
@@ -171,7 +206,7 @@ func (s *Snapshot) Host(name string) *Host {
 // ConfigHost and ConfigSSH are the host and its ssh block as the
 // configuration package has them, for building SSH targets.
 func (h *Host) ConfigHost() *config.Host {
-	return &config.Host{Name: h.Name, Fleet: h.Fleet, Address: h.Address, Port: h.Port}
+	return &config.Host{Name: h.Name, Fleet: h.Fleet, Address: h.Address, Port: h.Port, Created: h.Created, HostKeys: h.HostKeys}
 }
 
 func (h *Host) ConfigSSH() *config.SSH {

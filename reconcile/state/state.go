@@ -285,6 +285,9 @@ type Machine struct {
 	Fleet    string `json:"fleet"`
 	Name     string `json:"name"`
 	Provider string `json:"provider"`
+	// Project is the provider's account the machine was made in (GCP
+	// project): where to delete it once its fleet is no longer declared.
+	Project string `json:"project,omitempty"`
 	// SpecHash is the hash of the fleet's provider block the machine was
 	// created from; a change that needs a new machine shows as replace.
 	SpecHash   string    `json:"spec_hash,omitempty"`
@@ -361,4 +364,35 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	}
 	*d = Duration(v)
 	return nil
+}
+
+// SetMachine records m, replacing the machine of the same name, keeping
+// Machines sorted by fleet and name.
+func (s *State) SetMachine(m Machine) {
+	for i := range s.Machines {
+		if s.Machines[i].Name == m.Name {
+			s.Machines[i] = m
+			return
+		}
+	}
+	s.Machines = append(s.Machines, m)
+	slices.SortFunc(s.Machines, func(a, b Machine) int {
+		if c := strings.Compare(a.Fleet, b.Fleet); c != 0 {
+			return c
+		}
+		if len(a.Name) != len(b.Name) {
+			return len(a.Name) - len(b.Name) // cloud-2 before cloud-10
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+}
+
+// RemoveMachine forgets the machine named name, and what is left of runs
+// on it: its processes ended with it.
+func (s *State) RemoveMachine(name string) {
+	s.Machines = slices.DeleteFunc(s.Machines, func(m Machine) bool { return m.Name == name })
+	for i := range s.Leftovers {
+		s.Leftovers[i].Nodes = slices.DeleteFunc(s.Leftovers[i].Nodes, func(n Node) bool { return n.Host == name })
+	}
+	s.Leftovers = slices.DeleteFunc(s.Leftovers, func(j Job) bool { return len(j.Nodes) == 0 })
 }
