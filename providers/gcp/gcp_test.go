@@ -391,7 +391,8 @@ func TestEndpointEnvIsHonouredAndFleetEndpointWins(t *testing.T) {
 	if _, err := p.Create(ctx, fleet, "trainers-0", lineage); err != nil {
 		t.Fatal(err)
 	}
-	fleet = fleetAt(fromFleet.URL)
+	// With a trailing slash, as docs/language.md writes endpoints.
+	fleet = fleetAt(fromFleet.URL + "/")
 	if _, err := p.Create(ctx, fleet, "trainers-1", lineage); err != nil {
 		t.Fatal(err)
 	}

@@ -106,8 +106,9 @@ func (p *Provider) clientsFor(ctx context.Context, fleet *config.Fleet) (*client
 	}
 	var opts []option.ClientOption
 	if endpoint != "" {
-		// The client appends "/compute/v1/..." to the endpoint: a trailing
-		// slash would make the path start with "//".
+		// The client appends "/compute/v1/..." to the endpoint: trimmed so
+		// that a trailing slash cannot make paths start with "//", which
+		// not every emulator or proxy cleans.
 		opts = append(opts, option.WithEndpoint(strings.TrimRight(endpoint, "/")), option.WithoutAuthentication())
 	}
 	c := &clients{}
