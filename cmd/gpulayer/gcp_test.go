@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpulayer/gpulayer/providers"
+	"github.com/gpulayer/gpulayer/providers/gcp"
+	"github.com/gpulayer/gpulayer/providers/gcp/gcptest"
+	"github.com/gpulayer/gpulayer/providers/sandbox"
+	"github.com/gpulayer/gpulayer/reconcile/state"
+)
+
+// gcpFleet is a sandbox machine that a fake Compute Engine API hands out
+// as the machine it creates: the fake gives every instance the sandbox
+// machine's address and publishes its host key, and the configuration's
+// cloud fleet reaches it with an empty known_hosts file, so only the
+// pinned key lets gpulayer in.
+func gcpFleet(t *testing.T) (dir string, fake *gcptest.Server) {
+	t.Helper()
+	dir = t.TempDir()
+	sb, err := sandbox.Start(sandbox.Options{Hosts: 1, Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sb.Close() })
+	m := sb.Machines[0]
+	known, err := os.ReadFile(sb.KnownHostsPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keyType, key string
+	for _, line := range strings.Split(string(known), "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == fmt.Sprintf("[127.0.0.1]:%d", m.Port) {
+			keyType, key = f[1], f[2]
+		}
+	}
+	if key == "" {
+		t.Fatalf("no host key for port %d in:\n%s", m.Port, known)
+	}
+	fake = gcptest.Start(t)
+	fake.Addresses = func(int, string) (string, string) { return "10.0.0.7", "127.0.0.1" }
+	fake.HostKeys = func(int, string) []gcptest.KeyValue { return []gcptest.KeyValue{{Key: keyType, Value: key}} }
+	old := openProvider
+	openProvider = func(ctx context.Context) (providers.Provider, error) {
+		return gcp.New(ctx, gcp.Options{Endpoint: fake.URL, PollInterval: 10 * time.Millisecond})
+	}
+	t.Cleanup(func() { openProvider = old })
+	empty := filepath.Join(dir, "empty_known_hosts")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cloud := fmt.Sprintf(`
+ssh "cloud" {
+  user           = %q
+  identity_file  = %q
+  known_hosts    = %q
+  host_key_check = "strict"
+  port           = %d
+}
+
+fleet "cloud" {
+  ssh   = ssh.cloud
+  count = 1
+  gcp {
+    project      = "my-project"
+    zone         = "asia-northeast1-a"
+    machine_type = "a2-highgpu-8g"
+    image        = "projects/deeplearning-platform-release/global/images/family/pytorch-latest-gpu"
+  }
+}
+
+policy "tokyo" {
+  regions = ["asia-northeast1"]
+}
+
+job "train" {
+  policy        = policy.tokyo
+  nodes         = 1
+  gpus_per_node = 1
+  launcher      = "plain"
+  command       = ["sleep", "300"]
+}
+`, sb.User, sb.KeyPath(), empty, m.Port)
+	if err := os.WriteFile(filepath.Join(dir, "cloud.hcl"), []byte(cloud), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir, fake
+}
+
+func loadState(t *testing.T, dir string) *state.State {
+	t.Helper()
+	st, err := state.NewLocal(filepath.Join(dir, ".gpulayer", "state.json")).Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// TestApplyCreatesMachinesAndPlacesTheJobsWaitingForThemInOneRun is the
+// acceptance of created machines: plan shows the machine to create and the
+// job waiting for it; one apply creates it (labelled, recorded), waits for
+// SSH with the pinned host key, probes it and launches the job on it; the
+// next plan has nothing to do; a machine deleted outside gpulayer is
+// created again; destroy stops the job and deletes the machine.
+func TestApplyCreatesMachinesAndPlacesTheJobsWaitingForThemInOneRun(t *testing.T) {
+	dir, fake := gcpFleet(t)
+	code, out, errOut := runCmd(t, "plan", dir)
+	if code != 0 {
+		t.Fatalf("plan: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{`fleet "cloud" (gcp): 0 of 1 machines exist; 1 to create`, "+ machine cloud-0 (a2-highgpu-8g in asia-northeast1-a): count is 1", "machines_pending: waits for cloud-0"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plan lacks %q:\n%s", want, out)
+		}
+	}
+
+	code, out, errOut = runCmd(t, "apply", "--auto-approve", dir)
+	if code != 0 {
+		t.Fatalf("apply: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{"cloud-0: created (127.0.0.1)", "train[0] cloud-0: running", "1 launched", "1 machines created"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("apply output lacks %q:\n%s", want, out)
+		}
+	}
+	st := loadState(t, dir)
+	if len(st.Machines) != 1 || st.Machines[0].Name != "cloud-0" || len(st.Machines[0].HostKeys) != 1 || st.Machines[0].Zone != "asia-northeast1-a" {
+		t.Fatalf("state machines %+v", st.Machines)
+	}
+	j := st.Job("train")
+	if j == nil || j.Status != state.JobRunning || j.Nodes[0].Host != "cloud-0" || j.Nodes[0].Location.Region != "asia-northeast1" {
+		t.Fatalf("job train in state: %+v", j)
+	}
+	inst := fake.Instances()
+	if len(inst) != 1 || inst[0].Labels["gpulayer-fleet"] != "cloud" || inst[0].Labels["gpulayer-lineage"] != st.Lineage {
+		t.Fatalf("instances %+v", inst)
+	}
+
+	if code, out, errOut := runCmd(t, "plan", "--detailed-exitcode", dir); code != 0 {
+		t.Fatalf("plan after apply: exit %d, want 0 (no changes)\n%s%s", code, out, errOut)
+	}
+
+	fake.Remove("cloud-0")
+	code, out, _ = runCmd(t, "plan", "--json", dir)
+	var p struct {
+		Fleets []struct {
+			Machines []struct {
+				Name, Action string
+				Reasons      []struct{ Code string }
+			}
+		}
+		Jobs []struct {
+			Job, Action string
+			Reasons     []struct{ Code string }
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &p); err != nil || code != 0 {
+		t.Fatalf("plan --json: exit %d %v\n%s", code, err, out)
+	}
+	if len(p.Fleets) != 1 || len(p.Fleets[0].Machines) != 1 || p.Fleets[0].Machines[0].Action != "create" || p.Fleets[0].Machines[0].Reasons[0].Code != "machine_missing" {
+		t.Errorf("a machine deleted outside gpulayer: %+v", p.Fleets)
+	}
+	if len(p.Jobs) != 1 || p.Jobs[0].Reasons[0].Code != "machine_missing" {
+		t.Errorf("its job: %+v", p.Jobs)
+	}
+
+	code, out, errOut = runCmd(t, "destroy", "--auto-approve", dir)
+	if code != 0 {
+		t.Fatalf("destroy: exit %d\n%s%s", code, out, errOut)
+	}
+	if st := loadState(t, dir); len(st.Machines) != 0 || len(st.Jobs) != 0 {
+		t.Errorf("after destroy: machines %+v jobs %+v", st.Machines, st.Jobs)
+	}
+}
