@@ -146,6 +146,9 @@ func TestApplyCreatesMachinesAndPlacesTheJobsWaitingForThemInOneRun(t *testing.T
 	if code, out, errOut := runCmd(t, "plan", "--detailed-exitcode", dir); code != 0 {
 		t.Fatalf("plan after apply: exit %d, want 0 (no changes)\n%s%s", code, out, errOut)
 	}
+	if code, out, errOut := runCmd(t, "status", dir); code != 0 || !strings.Contains(out, "cloud-0") || !strings.Contains(out, "running") {
+		t.Errorf("status: exit %d\n%s%s", code, out, errOut)
+	}
 
 	fake.Remove("cloud-0")
 	code, out, _ = runCmd(t, "plan", "--json", dir)

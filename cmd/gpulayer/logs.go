@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpulayer/gpulayer/config"
 	"github.com/gpulayer/gpulayer/internal/iostreams"
+	"github.com/gpulayer/gpulayer/reconcile"
 	"github.com/gpulayer/gpulayer/reconcile/launch"
 	"github.com/gpulayer/gpulayer/reconcile/state"
 	"github.com/gpulayer/gpulayer/ssh"
@@ -86,7 +87,7 @@ func logsRun(opts *logsOptions) error {
 	if job == nil {
 		return fmt.Errorf("no job %q in state: gpulayer has not launched it (see gpulayer show)", opts.job)
 	}
-	targets, err := configTargets(cfg)
+	targets, err := configTargets(reconcile.WithMachines(cfg, st.Machines))
 	if err != nil {
 		return err
 	}

@@ -82,7 +82,7 @@ func statusRun(opts *statusOptions) error {
 	if err != nil {
 		return err
 	}
-	targets, err := configTargets(cfg)
+	targets, err := configTargets(reconcile.WithMachines(cfg, st.Machines))
 	if err != nil {
 		return err
 	}
