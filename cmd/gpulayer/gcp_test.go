@@ -182,3 +182,27 @@ func TestApplyCreatesMachinesAndPlacesTheJobsWaitingForThemInOneRun(t *testing.T
 		t.Errorf("after destroy: machines %+v jobs %+v", st.Machines, st.Jobs)
 	}
 }
+
+// TestGCPExampleValidatesAndPlansOffline: examples/gcp is valid, and a plan
+// from an empty facts document (no SSH, no API call) shows its eight
+// machines to create and its job waiting for them.
+func TestGCPExampleValidatesAndPlansOffline(t *testing.T) {
+	if code, out, errOut := runCmd(t, "validate", "../../examples/gcp", "--var", "project=my-project"); code != 0 {
+		t.Fatalf("validate: exit %d\n%s%s", code, out, errOut)
+	}
+	empty := filepath.Join(t.TempDir(), "facts.json")
+	if err := os.WriteFile(empty, []byte(`{"version": 1, "hosts": []}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCmd(t, "plan", "../../examples/gcp", "--var", "project=my-project", "--facts", empty,
+		"--state", filepath.Join(t.TempDir(), "state.json"), "--detailed-exitcode")
+	if code != 2 {
+		t.Fatalf("plan: exit %d, want 2\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{"0 of 8 machines exist; 8 to create", "+ machine a100-7 (a2-highgpu-8g in us-central1-a)",
+		"machines_pending: waits for a100-0, a100-1", "8 machines to create, 0 to delete"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plan lacks %q:\n%s", want, out)
+		}
+	}
+}
