@@ -22,7 +22,7 @@ import (
 // machine's address and publishes its host key, and the configuration's
 // cloud fleet reaches it with an empty known_hosts file, so only the
 // pinned key lets gpulayer in.
-func gcpFleet(t *testing.T) (dir string, fake *gcptest.Server) {
+func gcpFleet(t *testing.T, count int) (dir string, fake *gcptest.Server) {
 	t.Helper()
 	dir = t.TempDir()
 	sb, err := sandbox.Start(sandbox.Options{Hosts: 1, Dir: dir})
@@ -67,7 +67,7 @@ ssh "cloud" {
 
 fleet "cloud" {
   ssh   = ssh.cloud
-  count = 1
+  count = %d
   gcp {
     project      = "my-project"
     zone         = "asia-northeast1-a"
@@ -87,7 +87,7 @@ job "train" {
   launcher      = "plain"
   command       = ["sleep", "300"]
 }
-`, sb.User, sb.KeyPath(), empty, m.Port)
+`, sb.User, sb.KeyPath(), empty, m.Port, count)
 	if err := os.WriteFile(filepath.Join(dir, "cloud.hcl"), []byte(cloud), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func loadState(t *testing.T, dir string) *state.State {
 // next plan has nothing to do; a machine deleted outside gpulayer is
 // created again; destroy stops the job and deletes the machine.
 func TestApplyCreatesMachinesAndPlacesTheJobsWaitingForThemInOneRun(t *testing.T) {
-	dir, fake := gcpFleet(t)
+	dir, fake := gcpFleet(t, 1)
 	code, out, errOut := runCmd(t, "plan", dir)
 	if code != 0 {
 		t.Fatalf("plan: exit %d\n%s%s", code, out, errOut)
@@ -137,6 +137,9 @@ func TestApplyCreatesMachinesAndPlacesTheJobsWaitingForThemInOneRun(t *testing.T
 	j := st.Job("train")
 	if j == nil || j.Status != state.JobRunning || j.Nodes[0].Host != "cloud-0" || j.Nodes[0].Location.Region != "asia-northeast1" {
 		t.Fatalf("job train in state: %+v", j)
+	}
+	if h := st.Facts.Find("cloud-0"); h == nil || h.Location.Source != "provider" || h.Location.Zone != "asia-northeast1-a" {
+		t.Errorf("facts of cloud-0: %+v", h)
 	}
 	inst := fake.Instances()
 	if len(inst) != 1 || inst[0].Labels["gpulayer-fleet"] != "cloud" || inst[0].Labels["gpulayer-lineage"] != st.Lineage {
@@ -204,5 +207,37 @@ func TestGCPExampleValidatesAndPlansOffline(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("plan lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestAFailedCreateIsReportedAndTheNextApplyCreatesTheRest: GCP runs out
+// of GPUs for one of two machines (an operation error behind HTTP 200);
+// apply records the one it made, places the job on it, fails naming the
+// project, zone and machine type, and the next apply creates the other.
+func TestAFailedCreateIsReportedAndTheNextApplyCreatesTheRest(t *testing.T) {
+	dir, fake := gcpFleet(t, 2)
+	fake.FailInsertOperation(1, gcptest.Stockout)
+	code, out, errOut := runCmd(t, "apply", "--auto-approve", dir)
+	if code != 1 {
+		t.Fatalf("apply: exit %d, want 1\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{"my-project", "asia-northeast1-a", "a2-highgpu-8g", "1 machines could not be created"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+	st := loadState(t, dir)
+	if len(st.Machines) != 1 || st.Job("train") == nil || st.Job("train").Nodes[0].Host != st.Machines[0].Name {
+		t.Fatalf("after a partial create: machines %+v, job %+v", st.Machines, st.Job("train"))
+	}
+	code, out, errOut = runCmd(t, "apply", "--auto-approve", dir)
+	if code != 0 || !strings.Contains(out, "count is 2") {
+		t.Fatalf("second apply: exit %d\n%s%s", code, out, errOut)
+	}
+	if st := loadState(t, dir); len(st.Machines) != 2 || len(fake.Instances()) != 2 {
+		t.Errorf("after the second apply: %d recorded, %d instances", len(st.Machines), len(fake.Instances()))
+	}
+	if code, out, errOut := runCmd(t, "destroy", "--auto-approve", dir); code != 0 || len(fake.Instances()) != 0 {
+		t.Fatalf("destroy: exit %d, %d instances left\n%s%s", code, len(fake.Instances()), out, errOut)
 	}
 }
