@@ -108,6 +108,17 @@ func (pl *planner) planFleets() {
 				pl.plan.Warnings = append(pl.plan.Warnings, fmt.Sprintf("machine %s carries fleet %q's labels and this state's lineage, and state does not record it; gpulayer leaves it alone (delete it by hand if it is a leftover)", name, f.Name))
 			}
 		}
+		if len(pl.in.Targets) > 0 && len(fc.Machines) > 0 {
+			// --target names jobs: machines are left as they are, and
+			// the jobs on them with them.
+			for _, m := range fc.Machines {
+				if r, ok := pl.machineGone[m.Name]; ok && r.Code == ReasonMachineDeleted {
+					delete(pl.machineGone, m.Name)
+				}
+			}
+			fc.Machines = []MachineChange{}
+			fc.Note = "--target: machines are left as they are; a plan without --target creates or deletes them"
+		}
 		for _, m := range fc.Machines {
 			if m.Action != ActionDestroy {
 				pl.creating = append(pl.creating, creation{fleet: f, name: m.Name})
@@ -129,6 +140,9 @@ func (pl *planner) removedFleets(declared map[string]bool) {
 		if !declared[m.Fleet] {
 			byFleet[m.Fleet] = append(byFleet[m.Fleet], m)
 		}
+	}
+	if len(pl.in.Targets) > 0 {
+		return
 	}
 	for _, name := range slices.Sorted(maps.Keys(byFleet)) {
 		ms := byFleet[name]

@@ -241,3 +241,39 @@ func TestAFailedCreateIsReportedAndTheNextApplyCreatesTheRest(t *testing.T) {
 		t.Fatalf("destroy: exit %d, %d instances left\n%s%s", code, len(fake.Instances()), out, errOut)
 	}
 }
+
+// TestAMachineAKilledApplyMadeIsRecordedNotLeaked: an apply killed between
+// GCP's insert and the save leaves a machine with this state's labels that
+// state does not record. The plan reports it; the next apply's create of
+// that name is refused by GCP, and the machine, being this state's, is
+// recorded, so the one after converges with nothing leaked.
+func TestAMachineAKilledApplyMadeIsRecordedNotLeaked(t *testing.T) {
+	dir, fake := gcpFleet(t, 1)
+	if code, out, errOut := runCmd(t, "apply", "--auto-approve", dir); code != 0 {
+		t.Fatalf("apply: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut := runCmd(t, "destroy", "--auto-approve", "--target", "job.train", dir); code != 0 {
+		t.Fatalf("destroy of the job: exit %d\n%s%s", code, out, errOut)
+	}
+	// What a kill after the insert leaves: the machine, no record.
+	path := filepath.Join(dir, ".gpulayer", "state.json")
+	st := loadState(t, dir)
+	st.Machines = nil
+	if err := state.NewLocal(path).Save(context.Background(), st, st.Serial); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ := runCmd(t, "plan", dir)
+	if code != 0 || !strings.Contains(out, "cloud-0 carries fleet \"cloud\"'s labels and this state's lineage") {
+		t.Errorf("plan does not report the unrecorded machine:\n%s", out)
+	}
+	code, out, errOut := runCmd(t, "apply", "--auto-approve", dir)
+	if st := loadState(t, dir); len(st.Machines) != 1 || st.Machines[0].Name != "cloud-0" {
+		t.Fatalf("apply (exit %d) did not record the machine: %+v\n%s%s", code, st.Machines, out, errOut)
+	}
+	if code, out, errOut := runCmd(t, "apply", "--auto-approve", dir); code != 0 || len(fake.Instances()) != 1 {
+		t.Fatalf("next apply: exit %d, %d instances\n%s%s", code, len(fake.Instances()), out, errOut)
+	}
+	if code, out, errOut := runCmd(t, "destroy", "--auto-approve", dir); code != 0 || len(fake.Instances()) != 0 {
+		t.Fatalf("destroy: exit %d, %d instances left\n%s%s", code, len(fake.Instances()), out, errOut)
+	}
+}

@@ -142,15 +142,24 @@ func (r *run) createMachine(ctx context.Context, fleet, name string) bool {
 	if err != nil {
 		r.machineFailed(name, fmt.Errorf("create machine %s: %w", name, err))
 		// An insert the provider accepted may have made a machine even
-		// though the create failed (its operation failed or timed out):
-		// record it if it exists, so that nothing leaks.
+		// though the create failed (its operation failed or timed out),
+		// and a machine an earlier, killed apply made may hold the name:
+		// record it if it carries this state's labels, so that nothing
+		// leaks. A machine of that name without them is not gpulayer's,
+		// and is never recorded (nor, so, ever deleted).
 		if f.Provider != nil {
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.e.machineTimeout()/10)
+			lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.e.machineTimeout()/10)
 			defer cancel()
-			if found, ok, derr := f.Provider.Describe(dctx, f.Config, name); derr == nil && ok {
-				found.Fleet, found.Name, found.Project, found.SpecHash = fleet, name, f.Config.GCP.Project, f.Config.GCP.SpecHash()
-				r.sv.update(func(st *state.State) { st.SetMachine(found) })
-				_ = r.sv.flush()
+			var lineage string
+			r.sv.view(func(st *state.State) { lineage = st.Lineage })
+			if ours, lerr := f.Provider.List(lctx, f.Config, lineage); lerr == nil {
+				for _, found := range ours {
+					if found.Name == name {
+						found.Fleet, found.Project, found.SpecHash = fleet, f.Config.GCP.Project, f.Config.GCP.SpecHash()
+						r.sv.update(func(st *state.State) { st.SetMachine(found) })
+						_ = r.sv.flush()
+					}
+				}
 			}
 		}
 		return false
