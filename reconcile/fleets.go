@@ -69,7 +69,7 @@ func (pl *planner) planFleets() {
 			}
 			fc.Existing++
 			recorded[m.Name] = true
-			_, n := splitMachineName(m.Name)
+			_, n := state.MachineNumber(m.Name)
 			now, isListed := live[m.Name]
 			switch {
 			case n < 0 || n >= count:
@@ -100,8 +100,8 @@ func (pl *planner) planFleets() {
 				others = append(others, MachineChange{Name: name, Action: ActionCreate, Detail: detail, Reasons: []Reason{r}})
 			}
 		}
-		slices.SortFunc(deletes, func(a, b MachineChange) int { return compareMachineNames(b.Name, a.Name) })
-		slices.SortFunc(others, func(a, b MachineChange) int { return compareMachineNames(a.Name, b.Name) })
+		slices.SortFunc(deletes, func(a, b MachineChange) int { return state.CompareMachineNames(b.Name, a.Name) })
+		slices.SortFunc(others, func(a, b MachineChange) int { return state.CompareMachineNames(a.Name, b.Name) })
 		fc.Machines = append(deletes, others...)
 		for _, name := range slices.Sorted(maps.Keys(live)) {
 			if !recorded[name] {
@@ -152,7 +152,7 @@ func (pl *planner) removedFleets(declared map[string]bool) {
 			fc.Machines = append(fc.Machines, MachineChange{Name: m.Name, Action: ActionDestroy, Reasons: []Reason{r}})
 			pl.machineGone[m.Name] = Reason{Code: ReasonMachineDeleted, Message: "machine " + m.Name + " is deleted: its fleet is no longer declared"}
 		}
-		slices.SortFunc(fc.Machines, func(a, b MachineChange) int { return compareMachineNames(b.Name, a.Name) })
+		slices.SortFunc(fc.Machines, func(a, b MachineChange) int { return state.CompareMachineNames(b.Name, a.Name) })
 		pl.plan.Fleets = append(pl.plan.Fleets, fc)
 	}
 }

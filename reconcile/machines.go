@@ -31,7 +31,7 @@ func WithMachines(cfg *config.Config, machines []state.Machine) *config.Config {
 				fc.Hosts = append(fc.Hosts, CreatedHost(&fc, m))
 			}
 		}
-		slices.SortFunc(fc.Hosts, func(a, b *config.Host) int { return compareMachineNames(a.Name, b.Name) })
+		slices.SortFunc(fc.Hosts, func(a, b *config.Host) int { return state.CompareMachineNames(a.Name, b.Name) })
 		out.Fleets[i] = &fc
 	}
 	return &out
@@ -69,34 +69,4 @@ func PhysicalGroup(p *state.PhysicalHost) string {
 		parts = append(parts, p.SubBlock)
 	}
 	return strings.Join(parts, "/")
-}
-
-// compareMachineNames orders "cloud-2" before "cloud-10".
-func compareMachineNames(a, b string) int {
-	fa, ia := splitMachineName(a)
-	fb, ib := splitMachineName(b)
-	if c := strings.Compare(fa, fb); c != 0 {
-		return c
-	}
-	return ia - ib
-}
-
-// splitMachineName splits "cloud-12" into "cloud" and 12; a name without a
-// number gives -1.
-func splitMachineName(name string) (string, int) {
-	i := strings.LastIndexByte(name, '-')
-	if i < 0 {
-		return name, -1
-	}
-	n := 0
-	for _, r := range name[i+1:] {
-		if r < '0' || r > '9' || n > 1<<20 {
-			return name, -1
-		}
-		n = n*10 + int(r-'0')
-	}
-	if i+1 == len(name) {
-		return name, -1
-	}
-	return name[:i], n
 }

@@ -350,6 +350,10 @@ func execute(ctx context.Context, io *iostreams.IOStreams, opts *applyOptions, x
 // 4211)`.
 func writeEvent(io *iostreams.IOStreams, ev apply.Event) {
 	line := fmt.Sprintf("%s[%d] %s: %s", ev.Job, ev.Rank, ev.Host, ev.Step)
+	if ev.Job == "" {
+		// A machine's step: `machine cloud-0: created (34.0.0.1)`.
+		line = fmt.Sprintf("machine %s: %s", ev.Host, ev.Step)
+	}
 	if ev.Detail != "" {
 		line += " (" + ev.Detail + ")"
 	}

@@ -125,7 +125,7 @@ func TestApplyCreatesMachinesAndPlacesTheJobsWaitingForThemInOneRun(t *testing.T
 	if code != 0 {
 		t.Fatalf("apply: exit %d\n%s%s", code, out, errOut)
 	}
-	for _, want := range []string{"cloud-0: created (127.0.0.1)", "train[0] cloud-0: running", "1 launched", "1 machines created"} {
+	for _, want := range []string{"machine cloud-0: created (127.0.0.1)", "train[0] cloud-0: running", "1 launched", "1 machines created"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("apply output lacks %q:\n%s", want, out)
 		}

@@ -92,7 +92,10 @@ func executorFleets(prov providers.Provider, cfg *config.Config, st *state.State
 // answered, and the state with the records it refreshed (saved).
 func awaitMachines(ctx context.Context, io *iostreams.IOStreams, in *planInputs, backend state.Backend, prov providers.Provider,
 	cfg *config.Config, st *state.State, names []string, wait time.Duration) ([]facts.Host, *state.State, error) {
-	deadline := time.Now().Add(wait)
+	// Every call of a round (describe, probe) ends by the deadline too.
+	bounded, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	deadline, _ := bounded.Deadline()
 	left := slices.Clone(names)
 	var ready []facts.Host
 	pool := ssh.NewPool(ssh.Options{Parallelism: in.parallelism, MaxOutputBytes: facts.MaxOutputBytes})
@@ -119,9 +122,9 @@ func awaitMachines(ctx context.Context, io *iostreams.IOStreams, in *planInputs,
 				continue
 			}
 			f := fleets[st.Machines[i].Fleet]
-			dctx, cancel := context.WithTimeout(ctx, listTimeout)
+			dctx, cancelDescribe := context.WithTimeout(bounded, listTimeout)
 			now, found, err := prov.Describe(dctx, f, name)
-			cancel()
+			cancelDescribe()
 			if err == nil && found && !slices.Equal(now.HostKeys, st.Machines[i].HostKeys) {
 				st.Machines[i].HostKeys = now.HostKeys
 				changed = true
@@ -145,7 +148,7 @@ func awaitMachines(ctx context.Context, io *iostreams.IOStreams, in *planInputs,
 				targets = append(targets, m)
 			}
 		}
-		doc := probe.Fleet(ctx, pool, targets, probe.Options{Parallelism: in.parallelism, Timeout: in.timeout})
+		doc := probe.Fleet(bounded, pool, targets, probe.Options{Parallelism: in.parallelism, Timeout: in.timeout})
 		for _, h := range doc.Hosts {
 			if h.Status == facts.StatusOK {
 				ready = append(ready, h)

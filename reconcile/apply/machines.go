@@ -170,11 +170,7 @@ func (r *run) createMachine(ctx context.Context, fleet, name string) bool {
 	}
 	r.sv.update(func(st *state.State) { st.SetMachine(m) })
 	flushErr := r.sv.flush()
-	addr := m.ExternalIP
-	if addr == "" {
-		addr = m.InternalIP
-	}
-	r.progress(Event{Host: name, Step: StepCreated, Detail: addr})
+	r.progress(Event{Host: name, Step: StepCreated, Detail: reconcile.CreatedHost(f.Config, m).Address})
 	r.mu.Lock()
 	r.res.CreatedMachines++
 	r.mu.Unlock()

@@ -380,10 +380,7 @@ func (s *State) SetMachine(m Machine) {
 		if c := strings.Compare(a.Fleet, b.Fleet); c != 0 {
 			return c
 		}
-		if len(a.Name) != len(b.Name) {
-			return len(a.Name) - len(b.Name) // cloud-2 before cloud-10
-		}
-		return strings.Compare(a.Name, b.Name)
+		return CompareMachineNames(a.Name, b.Name)
 	})
 }
 
@@ -395,4 +392,34 @@ func (s *State) RemoveMachine(name string) {
 		s.Leftovers[i].Nodes = slices.DeleteFunc(s.Leftovers[i].Nodes, func(n Node) bool { return n.Host == name })
 	}
 	s.Leftovers = slices.DeleteFunc(s.Leftovers, func(j Job) bool { return len(j.Nodes) == 0 })
+}
+
+// CompareMachineNames orders "cloud-2" before "cloud-10".
+func CompareMachineNames(a, b string) int {
+	fa, ia := MachineNumber(a)
+	fb, ib := MachineNumber(b)
+	if c := strings.Compare(fa, fb); c != 0 {
+		return c
+	}
+	return ia - ib
+}
+
+// MachineNumber splits "cloud-12" into "cloud" and 12; a name without a
+// number gives -1.
+func MachineNumber(name string) (string, int) {
+	i := strings.LastIndexByte(name, '-')
+	if i < 0 {
+		return name, -1
+	}
+	n := 0
+	for _, r := range name[i+1:] {
+		if r < '0' || r > '9' || n > 1<<20 {
+			return name, -1
+		}
+		n = n*10 + int(r-'0')
+	}
+	if i+1 == len(name) {
+		return name, -1
+	}
+	return name[:i], n
 }
