@@ -10,12 +10,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/hashicorp/hcl/v2"
 	"slices"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/hashicorp/hcl/v2"
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 
 	"github.com/gpulayer/gpulayer/config"

@@ -370,7 +370,7 @@ func exclusionWords(ex []topology.Exclusion) string {
 }
 
 func writeFleet(w *bufio.Writer, f reconcile.FleetChange, st styles) {
-	fmt.Fprintf(w, "  %s: %s\n", st.bold.Render("fleet "+strconv.Quote(clean(f.Fleet))+" ("+f.Provider+")"), fleetWords(f))
+	fmt.Fprintf(w, "  %s: %s\n", st.bold.Render("fleet "+strconv.Quote(clean(f.Fleet))+" ("+clean(f.Provider)+")"), fleetWords(f))
 	for _, m := range f.Machines {
 		fmt.Fprintf(w, "    %s machine %s", st.symbol(m.Action), clean(m.Name))
 		if m.Detail != "" {
