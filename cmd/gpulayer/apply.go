@@ -205,12 +205,15 @@ func applySaved(ctx context.Context, opts *applyOptions) error {
 		return &exitError{code: 1, err: fmt.Errorf("saved plan is stale: it was made from state serial %d, and %s is now at serial %d%s; make a new plan",
 			f.Plan.State.Serial, backend, st.Serial, lineageNote(f.Plan.State.Lineage, st.Lineage))}
 	}
-	targets, err := snapshotTargets(&f.Config)
+	// The hosts are probed as the plan probed them: with the location
+	// claims of the configuration the plan was made from.
+	machines, err := configMachines(f.Config.ProbeConfig())
 	if err != nil {
 		return err
 	}
+	targets := targetsOf(machines)
 	if touched := f.Plan.TouchedHosts(); len(touched) > 0 {
-		now := probeHosts(ctx, io, &opts.in, targets, touched, st)
+		now := probeHosts(ctx, io, &opts.in, machines, touched, st)
 		if reasons := f.Plan.StaleReasons(f.Facts, now); len(reasons) > 0 {
 			return &exitError{code: 1, err: fmt.Errorf("saved plan is stale: %s; make a new plan", strings.Join(reasons, "; "))}
 		}
@@ -245,12 +248,13 @@ func lineageNote(planned, now string) string {
 
 // probeHosts probes the named hosts again, asking about the processes
 // state records there.
-func probeHosts(ctx context.Context, io *iostreams.IOStreams, in *planInputs, targets map[string]ssh.Target, hosts []string, st *state.State) *facts.Document {
+func probeHosts(ctx context.Context, io *iostreams.IOStreams, in *planInputs, known map[string]probe.Machine, hosts []string, st *state.State) *facts.Document {
 	watch := reconcile.StateWatches(st)
 	var machines []probe.Machine
 	for _, h := range hosts {
-		if t, ok := targets[h]; ok {
-			machines = append(machines, probe.Machine{Name: h, Target: t, Watch: watch[h]})
+		if m, ok := known[h]; ok {
+			m.Watch = watch[h]
+			machines = append(machines, m)
 		}
 	}
 	pool := ssh.NewPool(ssh.Options{Parallelism: in.parallelism, MaxOutputBytes: facts.MaxOutputBytes})
@@ -362,31 +366,34 @@ func writeEvent(io *iostreams.IOStreams, ev apply.Event) {
 
 // configTargets is how to reach each declared host.
 func configTargets(cfg *config.Config) (map[string]ssh.Target, error) {
+	machines, err := configMachines(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return targetsOf(machines), nil
+}
+
+// configMachines are the declared hosts (and created machines) of cfg as
+// the probe sees them: how to reach each, and what the configuration or
+// the provider says of where it is.
+func configMachines(cfg *config.Config) (map[string]probe.Machine, error) {
 	machines, err := probe.Machines(cfg)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]ssh.Target, len(machines))
+	out := make(map[string]probe.Machine, len(machines))
 	for _, m := range machines {
-		out[m.Name] = m.Target
+		out[m.Name] = m
 	}
 	return out, nil
 }
 
-// snapshotTargets is how to reach each host of a saved plan; relative
-// paths are read from the plan's configuration directory.
-func snapshotTargets(s *planfile.Snapshot) (map[string]ssh.Target, error) {
-	home, _ := os.UserHomeDir()
-	out := make(map[string]ssh.Target, len(s.Hosts))
-	for i := range s.Hosts {
-		h := &s.Hosts[i]
-		t, err := probe.Target(h.ConfigHost(), h.ConfigSSH(), s.Dir, home)
-		if err != nil {
-			return nil, fmt.Errorf("host %q: %w", h.Name, err)
-		}
-		out[h.Name] = t
+func targetsOf(machines map[string]probe.Machine) map[string]ssh.Target {
+	out := make(map[string]ssh.Target, len(machines))
+	for name, m := range machines {
+		out[name] = m.Target
 	}
-	return out, nil
+	return out
 }
 
 func newCmdDestroy(f *factory, runF func(*applyOptions) error) *cobra.Command {

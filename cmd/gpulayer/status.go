@@ -82,7 +82,7 @@ func statusRun(opts *statusOptions) error {
 	if err != nil {
 		return err
 	}
-	targets, err := configTargets(reconcile.WithMachines(cfg, st.Machines))
+	machines, err := configMachines(reconcile.WithMachines(cfg, st.Machines))
 	if err != nil {
 		return err
 	}
@@ -98,7 +98,7 @@ func statusRun(opts *statusOptions) error {
 	}
 	slices.Sort(hosts)
 	in := &planInputs{parallelism: opts.parallelism, timeout: opts.timeout}
-	doc := probeHosts(ctx, io, in, targets, hosts, st)
+	doc := probeHosts(ctx, io, in, machines, hosts, st)
 	report := reconcile.Status(st, doc, opts.now())
 	if opts.json {
 		enc := json.NewEncoder(io.Out)

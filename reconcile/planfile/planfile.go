@@ -123,6 +123,13 @@ type Host struct {
 	// the host keys its provider published.
 	Created  bool     `json:"created,omitempty"`
 	HostKeys []string `json:"host_keys,omitempty"`
+	// OwnLocation is what the host block itself says of where the host
+	// is (for a created machine, its provider's record), and
+	// FleetLocation its fleet's defaults: apply's staleness probe
+	// resolves the host's location from the same claims as the plan's
+	// probe did, so that a declared location is not taken for a move.
+	OwnLocation   state.Location `json:"own_location"`
+	FleetLocation state.Location `json:"fleet_location"`
 }
 
 // SSH is a host's ssh block.
@@ -170,7 +177,8 @@ func New(p *reconcile.Plan, cfg *config.Config, doc *facts.Document, dir, stateP
 				HostKeyCheck: s.HostKeyCheck, Bastion: s.Bastion, ConnectTimeout: state.Duration(s.ConnectTimeout)}
 		}
 		for _, h := range f.Hosts {
-			sh := Host{Name: h.Name, Fleet: f.Name, Address: h.Address, Port: h.Port, SSH: ssh, Created: h.Created, HostKeys: h.HostKeys}
+			sh := Host{Name: h.Name, Fleet: f.Name, Address: h.Address, Port: h.Port, SSH: ssh, Created: h.Created, HostKeys: h.HostKeys,
+				OwnLocation: stateLocation(h.OwnLocation), FleetLocation: stateLocation(f.Location)}
 			snap.Hosts = append(snap.Hosts, sh)
 		}
 		if f.GCP != nil {
@@ -206,7 +214,37 @@ func (s *Snapshot) Host(name string) *Host {
 // ConfigHost and ConfigSSH are the host and its ssh block as the
 // configuration package has them, for building SSH targets.
 func (h *Host) ConfigHost() *config.Host {
-	return &config.Host{Name: h.Name, Fleet: h.Fleet, Address: h.Address, Port: h.Port, Created: h.Created, HostKeys: h.HostKeys}
+	own := configLocation(h.OwnLocation)
+	return &config.Host{Name: h.Name, Fleet: h.Fleet, Address: h.Address, Port: h.Port, Created: h.Created, HostKeys: h.HostKeys,
+		OwnLocation: own, Location: configLocation(h.FleetLocation).Over(own)}
+}
+
+// ProbeConfig is the saved plan's hosts as a configuration of fleets and
+// hosts only, each host with its ssh block and the location claims the
+// plan's probe had: what probe.Machines needs to probe them again as the
+// plan did.
+func (s *Snapshot) ProbeConfig() *config.Config {
+	cfg := &config.Config{Dir: s.Dir}
+	fleets := map[string]*config.Fleet{}
+	for i := range s.Hosts {
+		h := &s.Hosts[i]
+		f := fleets[h.Fleet]
+		if f == nil {
+			f = &config.Fleet{Name: h.Fleet, SSH: h.ConfigSSH(), Location: configLocation(h.FleetLocation)}
+			fleets[h.Fleet] = f
+			cfg.Fleets = append(cfg.Fleets, f)
+		}
+		f.Hosts = append(f.Hosts, h.ConfigHost())
+	}
+	return cfg
+}
+
+func stateLocation(l config.Location) state.Location {
+	return state.Location{Region: l.Region, Zone: l.Zone, NetworkGroup: l.NetworkGroup}
+}
+
+func configLocation(l state.Location) config.Location {
+	return config.Location{Region: l.Region, Zone: l.Zone, NetworkGroup: l.NetworkGroup}
 }
 
 func (h *Host) ConfigSSH() *config.SSH {
