@@ -221,7 +221,12 @@ func (pl *planner) checkPrior(v *verdict) {
 		}
 		switch {
 		case h == nil:
-			reasons = append(reasons, node(ReasonHostRemoved, "host "+at+" is no longer declared"))
+			reasons = append(reasons, node(ReasonHostRemoved, "host "+at+" is no longer declared"+reachWords(n)))
+			v.healthy = false
+			continue
+		case movedFrom(h, n):
+			reasons = append(reasons, node(ReasonAddressChanged, fmt.Sprintf("host %s is now declared at %s, not %s where the run was started%s",
+				at, hostPort(h.cfg.Address, h.cfg.Port), hostPort(n.Address, n.Port), reachWords(n))))
 			v.healthy = false
 			continue
 		case h.problem != nil && h.problem.Status == StatusNoFacts:
@@ -352,7 +357,9 @@ func (pl *planner) leftovers() {
 				pn.PID = n.Process.PID
 			}
 			l.Nodes = append(l.Nodes, pn)
-			if h := pl.hosts[n.Host]; h != nil && h.usable() {
+			if h := pl.hosts[n.Host]; (h != nil && h.usable() && !movedFrom(h, n)) || ((h == nil || movedFrom(h, n)) && n.Reach != nil) {
+				// A machine no longer declared where the run was
+				// started is reached as state recorded it.
 				l.Reachable = true
 			}
 		}
@@ -364,6 +371,36 @@ func (pl *planner) leftovers() {
 		}
 		pl.plan.Leftovers = append(pl.plan.Leftovers, l)
 	}
+}
+
+// movedFrom says whether a declared host now names another address or
+// port than the one node n was launched at.
+func movedFrom(h *host, n state.Node) bool {
+	if h.cfg.Address != n.Address || h.cfg.Port != n.Port {
+		return true
+	}
+	return n.Reach != nil && n.Reach.Port != 0 && !samePort(effectivePort(h), n.Reach.Port)
+}
+
+// effectivePort is the port a host is dialed at: its own, its ssh
+// block's, or 22.
+func effectivePort(h *host) int {
+	switch {
+	case h.cfg.Port != 0:
+		return h.cfg.Port
+	case h.fleet != nil && h.fleet.SSH != nil && h.fleet.SSH.Port != 0:
+		return h.fleet.SSH.Port
+	}
+	return 22
+}
+
+// reachWords says how the old run is stopped when its host is gone from
+// the configuration.
+func reachWords(n state.Node) string {
+	if n.Reach == nil {
+		return "; state has no record of how to reach it, so its run cannot be stopped by gpulayer (written by an older version)"
+	}
+	return "; its run is stopped there as state recorded it"
 }
 
 func hostList(nodes []state.Node) string {

@@ -145,8 +145,17 @@ func running(t *testing.T, st *state.State, doc *facts.Document, cfg *config.Con
 	for rank, hostName := range hostOrder {
 		fh := doc.Find(hostName)
 		pid := 4000 + 100*rank + len(st.Jobs)*10
+		var addr string
+		var port int
+		for _, f := range cfg.Fleets {
+			for _, h := range f.Hosts {
+				if h.Name == hostName {
+					addr, port = h.Address, h.Port
+				}
+			}
+		}
 		j.Nodes = append(j.Nodes, state.Node{
-			Rank: rank, Host: hostName, Fleet: "lab", Address: "10.1.0.1" + hostName[1:],
+			Rank: rank, Host: hostName, Fleet: "lab", Address: addr, Port: port,
 			GPUs: placement[hostName], Location: state.Location{Region: "paris", Zone: "paris-1", NetworkGroup: fh.Location.NetworkGroup},
 			Process: &state.Process{PID: pid, PGID: pid, StartTime: 777, BootID: fh.BootID, RunID: runID},
 		})

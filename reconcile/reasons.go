@@ -16,6 +16,9 @@ const (
 	ReasonLaunchIncomplete ReasonCode = "launch_incomplete"
 	// ReasonHostRemoved: a node's host is no longer declared.
 	ReasonHostRemoved ReasonCode = "host_removed"
+	// ReasonAddressChanged: a node's host is now declared at another
+	// address (or port) than the one its run was started at.
+	ReasonAddressChanged ReasonCode = "address_changed"
 	// ReasonHostUnreachable: a node's host could not be probed.
 	ReasonHostUnreachable ReasonCode = "host_unreachable"
 	// ReasonProcessExited: a node's process is gone (pid gone, or its
@@ -76,6 +79,7 @@ var ReasonCodes = []struct {
 	{ReasonConfigChanged, "the job's configuration changed"},
 	{ReasonLaunchIncomplete, "an earlier apply did not start every node"},
 	{ReasonHostRemoved, "a node's host is no longer declared"},
+	{ReasonAddressChanged, "a node's host is declared at another address"},
 	{ReasonHostUnreachable, "a node's host could not be probed"},
 	{ReasonProcessExited, "a node's process exited"},
 	{ReasonGPUsTaken, "a node's GPUs are used by a process gpulayer did not start for this job"},

@@ -16,13 +16,15 @@ import (
 )
 
 // dial connects to r, through its bastion if it has one, retrying when
-// the server resets the connection before the handshake finished.
-func (p *Pool) dial(r *resolved) (*ssh.Client, error) {
+// the server resets the connection before the handshake finished. It
+// returns the host key the server proved it holds, in authorized_keys
+// form (a certificate's own key, for a host certified by an authority).
+func (p *Pool) dial(r *resolved) (*ssh.Client, string, error) {
 	var bastion *ssh.Client
 	if r.bastion != nil {
 		bc, err := p.conn(p.ctx, r.bastion)
 		if err != nil {
-			return nil, fmt.Errorf("bastion %s: %w", r.bastion.label(), err)
+			return nil, "", fmt.Errorf("bastion %s: %w", r.bastion.label(), err)
 		}
 		bastion = bc.client
 	}
@@ -33,11 +35,11 @@ func (p *Pool) dial(r *resolved) (*ssh.Client, error) {
 	defer cancel()
 	kh, err := p.knownHostsFor(prep, r)
 	if err != nil {
-		return nil, p.closedOr(err)
+		return nil, "", p.closedOr(err)
 	}
 	keys, err := p.keys.keysFor(prep, r)
 	if err != nil {
-		return nil, p.closedOr(err)
+		return nil, "", p.closedOr(err)
 	}
 	mode := r.HostKeyCheck
 	cfg := &ssh.ClientConfig{
@@ -51,6 +53,21 @@ func (p *Pool) dial(r *resolved) (*ssh.Client, error) {
 	if len(r.pinned) > 0 {
 		cfg.HostKeyCallback, cfg.HostKeyAlgorithms = pinnedHostKeys(r.hostPort(), r.pinned)
 	}
+	// The key the check accepted is kept, so that the caller can record
+	// which key this machine was reached with (a stop of a host no
+	// longer declared pins it).
+	var accepted ssh.PublicKey
+	check := cfg.HostKeyCallback
+	cfg.HostKeyCallback = func(address string, remote net.Addr, key ssh.PublicKey) error {
+		err := check(address, remote, key)
+		if err == nil {
+			accepted = key
+			if cert, ok := key.(*ssh.Certificate); ok {
+				accepted = cert.Key
+			}
+		}
+		return err
+	}
 
 	retry := p.opts.Retry
 	backoff := retry.InitialBackoff
@@ -58,25 +75,30 @@ func (p *Pool) dial(r *resolved) (*ssh.Client, error) {
 		select {
 		case p.dialSem <- struct{}{}:
 		case <-p.ctx.Done():
-			return nil, ErrPoolClosed
+			return nil, "", ErrPoolClosed
 		}
+		accepted = nil
 		client, err := p.dialOnce(r, bastion, cfg)
 		<-p.dialSem
 		if err == nil {
-			return client, nil
+			hostKey := ""
+			if accepted != nil {
+				hostKey = strings.TrimSpace(string(ssh.MarshalAuthorizedKey(accepted)))
+			}
+			return client, hostKey, nil
 		}
 		if attempt >= retry.Attempts || !resetByServer(err) {
 			if attempt > 1 {
 				err = fmt.Errorf("%w (after %d attempts)", err, attempt)
 			}
-			return nil, explainDialError(err, r, keys, p.opts.AgentSocket, cfg.HostKeyAlgorithms)
+			return nil, "", explainDialError(err, r, keys, p.opts.AgentSocket, cfg.HostKeyAlgorithms)
 		}
 		// Jitter spreads out a burst of dials that were reset together.
 		wait := backoff/2 + rand.N(backoff/2+1)
 		select {
 		case <-time.After(wait):
 		case <-p.ctx.Done():
-			return nil, ErrPoolClosed
+			return nil, "", ErrPoolClosed
 		}
 		backoff = min(backoff*2, retry.MaxBackoff)
 	}

@@ -123,6 +123,7 @@ type hostConn struct {
 	key      string
 	ready    chan struct{}
 	client   *ssh.Client
+	hostKey  string // the key the host proved it holds (authorized_keys form)
 	err      error
 	sessions chan struct{} // semaphore of MaxSessionsPerConn
 	dead     atomic.Bool   // the connection ended
@@ -228,8 +229,8 @@ func (p *Pool) conn(ctx context.Context, r *resolved) (*hostConn, error) {
 // establish dials c and, once it is up, watches it: a connection that ends
 // leaves the pool so the next command dials again.
 func (p *Pool) establish(r *resolved, c *hostConn) {
-	client, err := p.dial(r)
-	c.client, c.err = client, err
+	client, hostKey, err := p.dial(r)
+	c.client, c.hostKey, c.err = client, hostKey, err
 	if err != nil {
 		p.forget(c)
 		close(c.ready)

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/ssh"
+
 	"github.com/gpulayer/gpulayer/ssh/sshtest"
 )
 
@@ -423,5 +425,30 @@ func TestRunAfterCloseFails(t *testing.T) {
 	p.Close()
 	if _, err := p.Run(context.Background(), f.target("a1", srv), "true", nil); !errors.Is(err, ErrPoolClosed) {
 		t.Fatalf("got %v, want ErrPoolClosed", err)
+	}
+}
+
+// TestRunSaysWhichHostKeyTheMachineProved: every result carries the key
+// the host was reached with, as an authorized_keys line that pins it.
+func TestRunSaysWhichHostKeyTheMachineProved(t *testing.T) {
+	f := newFixture(t)
+	srv := f.server(sshtest.Options{})
+	p := newPool(t, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	for range 2 { // the dial's result, then a reused connection's
+		res, err := p.Run(ctx, f.target("a1", srv), "true", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(srv.HostKey.PublicKey())))
+		if res.HostKey != want {
+			t.Fatalf("host key %q, want %q", res.HostKey, want)
+		}
+		pinned := f.target("a1", srv)
+		pinned.HostKeys, pinned.KnownHostsFile = []string{res.HostKey}, filepath.Join(t.TempDir(), "none")
+		if _, err := p.Run(ctx, pinned, "true", nil); err != nil {
+			t.Fatalf("pinned to the recorded key: %v", err)
+		}
 	}
 }

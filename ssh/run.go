@@ -21,6 +21,10 @@ type Result struct {
 	// Signal names the signal that ended the command ("KILL", "TERM"),
 	// empty when it exited by itself.
 	Signal string
+	// HostKey is the host key the machine proved it holds on the
+	// connection the command ran on, in authorized_keys form ("ssh-ed25519
+	// AAAA..."): what gpulayer records to reach the machine again.
+	HostKey string
 }
 
 // abandonWait bounds how long Run waits for a cancelled session to wind
@@ -60,6 +64,7 @@ func (p *Pool) Run(ctx context.Context, t Target, command string, stdin io.Reade
 			return Result{ExitCode: -1}, hostError(t, err)
 		}
 		res, err := p.runSession(ctx, c, command, stdin)
+		res.HostKey = c.hostKey
 		var stale *staleConnError
 		if errors.As(err, &stale) && attempt == 0 {
 			// The connection died between commands (host rebooted,

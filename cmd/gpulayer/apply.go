@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"strings"
 	"time"
@@ -386,6 +387,28 @@ func configMachines(cfg *config.Config) (map[string]probe.Machine, error) {
 		out[m.Name] = m
 	}
 	return out, nil
+}
+
+// withRecorded adds to the declared machines those state has runs on and
+// the configuration no longer declares where the runs were started (a
+// host removed, or declared at another address): they are probed as state
+// recorded them, so status shows what still runs there.
+func withRecorded(declared map[string]probe.Machine, st *state.State) map[string]probe.Machine {
+	targets := targetsOf(declared)
+	out := maps.Clone(declared)
+	for _, jobs := range [][]state.Job{st.Jobs, st.Leftovers} {
+		for _, j := range jobs {
+			for _, n := range j.Nodes {
+				t, err := reconcile.NodeTarget(targets, n)
+				if err != nil || t.Address == declared[n.Host].Target.Address && t.Port == declared[n.Host].Target.Port {
+					continue
+				}
+				out[n.Host] = probe.Machine{Name: n.Host, Fleet: n.Fleet, Target: t,
+					Host: facts.LocationClaim{Region: n.Location.Region, Zone: n.Location.Zone, NetworkGroup: n.Location.NetworkGroup}}
+			}
+		}
+	}
+	return out
 }
 
 func targetsOf(machines map[string]probe.Machine) map[string]ssh.Target {

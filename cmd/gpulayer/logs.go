@@ -126,9 +126,9 @@ func logsRun(opts *logsOptions) error {
 
 // followNode prints a node's last lines, then, with --follow, what it adds.
 func followNode(ctx context.Context, pool *ssh.Pool, targets map[string]ssh.Target, job *state.Job, n state.Node, opts *logsOptions, out *prefixedWriter) error {
-	t, ok := targets[n.Host]
-	if !ok {
-		return fmt.Errorf("host %s is not declared; gpulayer does not know how to reach it", n.Host)
+	t, err := reconcile.NodeTarget(targets, n)
+	if err != nil {
+		return err
 	}
 	prefix := fmt.Sprintf("[%s %d %s] ", job.Name, n.Rank, n.Host)
 	fetch := func(lines int, from int64) (launch.LogChunk, error) {

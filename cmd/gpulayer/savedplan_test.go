@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -175,5 +176,87 @@ job "solo" {
 	code, out, errOut = runCmd(t, "destroy", dir, "--auto-approve")
 	if code != 0 || !strings.Contains(out, "1 stopped") {
 		t.Errorf("destroy: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// runProcesses lists the live processes of this computer whose
+// environment carries GPULAYER_RUN_ID=runID: on the sandbox every
+// machine's processes are this computer's.
+func runProcesses(runID string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil || strings.Contains(string(stat[strings.LastIndexByte(string(stat), ')')+1:]), " Z ") {
+			continue
+		}
+		env, _ := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if strings.Contains("\x00"+string(env), "\x00GPULAYER_RUN_ID="+runID+"\x00") {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// TestARunOnAHostRemovedFromTheConfigurationIsStopped: a host that runs a
+// node is removed from the configuration (and another moved to a new
+// address); the plan replaces the job, apply stops the old run on the
+// machines it was started on, reached as state recorded them, and
+// launches the new one; status and destroy reach everything, and nothing
+// of either run is left.
+func TestARunOnAHostRemovedFromTheConfigurationIsStopped(t *testing.T) {
+	sb, dir := sandboxJobs(t, 6, sleeperJob)
+	if code, out, errOut := runCmd(t, "apply", dir, "--auto-approve"); code != 0 {
+		t.Fatalf("apply: exit %d\n%s%s", code, out, errOut)
+	}
+	first := loadState(t, dir).Job("train")
+	if first == nil || len(runProcesses(first.RunID)) == 0 {
+		t.Fatalf("no run started: %+v", first)
+	}
+	// Remove the first node's host from sandbox.hcl; declare the second
+	// node's host by name instead of by address (another address, the
+	// same machine: what a renumbering looks like from here).
+	hcl, err := os.ReadFile(sb.ConfigPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(hcl)
+	removed, moved := first.Nodes[0], first.Nodes[1]
+	start := strings.Index(text, fmt.Sprintf("  host %q {", removed.Host))
+	end := start + strings.Index(text[start:], "  }\n") + 4
+	text = text[:start] + text[end:]
+	text = strings.Replace(text, fmt.Sprintf("%q", fmt.Sprintf("%s:%d", moved.Address, moved.Port)), fmt.Sprintf("%q", fmt.Sprintf("localhost:%d", moved.Port)), 1)
+	writeFile(t, sb.ConfigPath(), text)
+	code, out, errOut := runCmd(t, "plan", dir)
+	if code != 0 || !strings.Contains(out, "host_removed") || !strings.Contains(out, "address_changed") {
+		t.Fatalf("plan: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut := runCmd(t, "status", dir); code != 0 || strings.Count(out, "running for") != 2 {
+		t.Errorf("status reaches the old run's machines: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = runCmd(t, "apply", dir, "--auto-approve")
+	if code != 0 || !strings.Contains(out, "1 replaced") {
+		t.Fatalf("apply: exit %d\n%s%s", code, out, errOut)
+	}
+	if left := runProcesses(first.RunID); len(left) > 0 {
+		t.Errorf("processes %v of the old run %s are still running", left, first.RunID)
+	}
+	st := loadState(t, dir)
+	if len(st.Leftovers) != 0 {
+		t.Errorf("leftovers %+v", st.Leftovers)
+	}
+	second := st.Job("train")
+	if second == nil || second.RunID == first.RunID || len(runProcesses(second.RunID)) == 0 {
+		t.Fatalf("the new run: %+v", second)
+	}
+	if code, out, errOut := runCmd(t, "destroy", dir, "--auto-approve"); code != 0 || !strings.Contains(out, "1 stopped") {
+		t.Errorf("destroy: exit %d\n%s%s", code, out, errOut)
+	}
+	if left := runProcesses(second.RunID); len(left) > 0 {
+		t.Errorf("processes %v survived destroy", left)
 	}
 }

@@ -98,7 +98,7 @@ func statusRun(opts *statusOptions) error {
 	}
 	slices.Sort(hosts)
 	in := &planInputs{parallelism: opts.parallelism, timeout: opts.timeout}
-	doc := probeHosts(ctx, io, in, machines, hosts, st)
+	doc := probeHosts(ctx, io, in, withRecorded(machines, st), hosts, st)
 	report := reconcile.Status(st, doc, opts.now())
 	if opts.json {
 		enc := json.NewEncoder(io.Out)

@@ -231,14 +231,20 @@ func (r *run) warn(format string, args ...any) {
 	r.res.Warnings = append(r.res.Warnings, fmt.Sprintf(format, args...))
 }
 
-// node runs one remote script on a host, bounded by timeout and by the
-// semaphore. It runs on a context that ctx's cancellation does not reach:
-// a step that started finishes, so that what it did is known and saved.
-func (r *run) node(ctx context.Context, host, command, script string, timeout time.Duration) (ssh.Result, error) {
+// declared is how to reach a host of the configuration: where launches
+// and their checks go.
+func (r *run) declared(host string) (ssh.Target, error) {
 	t, ok := r.e.Targets[host]
 	if !ok {
-		return ssh.Result{}, fmt.Errorf("host %s is not declared; gpulayer does not know how to reach it", host)
+		return ssh.Target{}, fmt.Errorf("host %s is not declared; gpulayer does not know how to reach it", host)
 	}
+	return t, nil
+}
+
+// node runs one remote script on a machine, bounded by timeout and by the
+// semaphore. It runs on a context that ctx's cancellation does not reach:
+// a step that started finishes, so that what it did is known and saved.
+func (r *run) node(ctx context.Context, t ssh.Target, command, script string, timeout time.Duration) (ssh.Result, error) {
 	select {
 	case r.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -269,15 +275,24 @@ func (r *run) stopNodes(ctx context.Context, job, runID string, nodes []state.No
 			defer wg.Done()
 			s := launch.Stop{RunID: runID, Grace: grace}
 			for _, m := range nodes {
-				if m.Host == n.Host && m.Process != nil {
-					s.PID, s.StartTime = m.Process.PID, m.Process.StartTime
+				if m.Host == n.Host {
+					s.Ranks = append(s.Ranks, m.Rank)
+					if m.Process != nil {
+						s.PID, s.StartTime = m.Process.PID, m.Process.StartTime
+					}
 				}
 			}
 			r.progress(Event{Job: job, Run: runID, Rank: n.Rank, Host: n.Host, Step: StepStopping})
-			res, err := r.node(ctx, n.Host, launch.Command("stop", job, runID), launch.StopScript(s), launch.StopTimeout(grace))
+			// A stop reaches the machine the node was launched on, even
+			// once the host is no longer declared.
+			t, err := reconcile.NodeTarget(r.e.Targets, n)
 			var stopped launch.Stopped
 			if err == nil {
-				stopped, err = launch.ParseStopped(res.Stdout)
+				var res ssh.Result
+				res, err = r.node(ctx, t, launch.Command("stop", job, runID), launch.StopScript(s), launch.StopTimeout(grace))
+				if err == nil {
+					stopped, err = launch.ParseStopped(res.Stdout)
+				}
 			}
 			if err == nil && stopped.Left > 0 {
 				err = fmt.Errorf("%d processes of run %s would not die", stopped.Left, runID)

@@ -13,6 +13,7 @@ import (
 	"github.com/gpulayer/gpulayer/reconcile"
 	"github.com/gpulayer/gpulayer/reconcile/launch"
 	"github.com/gpulayer/gpulayer/reconcile/state"
+	"github.com/gpulayer/gpulayer/ssh"
 )
 
 // LaunchError is a job whose launch failed: the node that failed, why, and
@@ -54,11 +55,18 @@ func (r *run) launchJob(ctx context.Context, c reconcile.JobChange) {
 		MasterAddr: c.Placement.Nodes[0].Address, MasterPort: spec.MasterPort, LaunchedAt: r.e.now().UTC(),
 	}
 	for _, n := range c.Placement.Nodes {
-		job.Nodes = append(job.Nodes, state.Node{
+		sn := state.Node{
 			Rank: n.Rank, Host: n.Host, Fleet: n.Fleet, Address: n.Address, Port: n.Port,
 			GPUs: slices.Clone(n.GPUs), GPUUUIDs: slices.Clone(n.GPUUUIDs),
 			Location: state.Location{Region: n.Location.Region, Zone: n.Location.Zone, NetworkGroup: n.Location.NetworkGroup},
-		})
+		}
+		// How the machine is reached is saved with the run id, before
+		// anything starts there: whatever the configuration says later,
+		// the run can be found and stopped.
+		if t, ok := r.e.Targets[n.Host]; ok {
+			sn.Reach = reconcile.RecordReach(t, "")
+		}
+		job.Nodes = append(job.Nodes, sn)
 	}
 	if ctx.Err() != nil {
 		return
@@ -83,7 +91,7 @@ func (r *run) launchJob(ctx context.Context, c reconcile.JobChange) {
 		n := nodeOf(rank)
 		host := job.Nodes[rank].Host
 		r.progress(Event{Job: c.Job, Run: runID, Rank: rank, Host: host, Step: StepStarting})
-		started, err := r.start(ctx, host, n)
+		started, hostKey, err := r.start(ctx, host, n)
 		if err != nil {
 			r.progress(Event{Job: c.Job, Run: runID, Rank: rank, Host: host, Step: StepFailed, Detail: err.Error()})
 			mu.Lock()
@@ -100,10 +108,17 @@ func (r *run) launchJob(ctx context.Context, c reconcile.JobChange) {
 		if rank == 0 {
 			job.MasterPort = started.MasterPort
 		}
+		// The key the machine proved is what reaches it once its host
+		// is no longer declared.
+		if re := job.Nodes[rank].Reach; re != nil && len(re.HostKeys) == 0 && hostKey != "" {
+			re.HostKeys = []string{hostKey}
+		}
+		reach := job.Nodes[rank].Reach
 		mu.Unlock()
 		r.sv.update(func(st *state.State) {
 			if j := st.Job(c.Job); j != nil && j.RunID == runID {
 				j.Nodes[rank].Process = proc
+				j.Nodes[rank].Reach = reach
 				j.MasterPort = job.MasterPort
 			}
 		})
@@ -155,13 +170,19 @@ func (r *run) launchJob(ctx context.Context, c reconcile.JobChange) {
 	r.mu.Unlock()
 }
 
-// start runs a node's launch script.
-func (r *run) start(ctx context.Context, host string, n launch.Node) (launch.Started, error) {
-	res, err := r.node(ctx, host, launch.Command("launch", n.Job, n.RunID, strconv.Itoa(n.Rank)), launch.Script(n), launch.Timeout)
+// start runs a node's launch script, and says which host key the machine
+// proved.
+func (r *run) start(ctx context.Context, host string, n launch.Node) (launch.Started, string, error) {
+	t, err := r.declared(host)
 	if err != nil {
-		return launch.Started{}, err
+		return launch.Started{}, "", err
 	}
-	return launch.ParseStarted(res.Stdout)
+	res, err := r.node(ctx, t, launch.Command("launch", n.Job, n.RunID, strconv.Itoa(n.Rank)), launch.Script(n), launch.Timeout)
+	if err != nil {
+		return launch.Started{}, res.HostKey, err
+	}
+	started, err := launch.ParseStarted(res.Stdout)
+	return started, res.HostKey, err
 }
 
 // confirm waits ConfirmAfter, then checks that every node still runs; the
@@ -187,11 +208,15 @@ func (r *run) confirm(ctx context.Context, job, runID string, nodes []state.Node
 		go func() {
 			defer wg.Done()
 			p := n.Process
-			res, err := r.node(ctx, n.Host, launch.Command("check", job, runID, strconv.Itoa(n.Rank)),
-				launch.CheckScript(job, runID, n.Rank, p.PID, p.StartTime), launch.Timeout)
 			var checked launch.Checked
+			t, err := r.declared(n.Host)
 			if err == nil {
-				checked, err = launch.ParseChecked(res.Stdout)
+				var res ssh.Result
+				res, err = r.node(ctx, t, launch.Command("check", job, runID, strconv.Itoa(n.Rank)),
+					launch.CheckScript(job, runID, n.Rank, p.PID, p.StartTime), launch.Timeout)
+				if err == nil {
+					checked, err = launch.ParseChecked(res.Stdout)
+				}
 			}
 			var lerr *LaunchError
 			switch {

@@ -2,6 +2,7 @@ package facts
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,6 +21,7 @@ const (
 	sectionComputeApps = "compute_apps"
 	sectionTopo        = "topo"
 	sectionRunIDs      = "run_ids"
+	sectionAppsRecheck = "compute_apps_recheck"
 	sectionPIDs        = "pids"
 	// sectionLogPrefix starts the name of each section holding the end of
 	// a gone process's log: "log.4211".
@@ -102,7 +104,8 @@ func Parse(output []byte, nonce string) Host {
 		if s, ok := need(sectionComputeApps); ok {
 			h.parseComputeApps(s)
 			if s, ok := secs[sectionRunIDs]; ok {
-				h.parseRunIDs(s)
+				recheck, asked := secs[sectionAppsRecheck]
+				h.parseRunIDs(s, recheck, asked)
 			} else if busy(h.GPUs) {
 				h.warn("section %s is missing from the probe's output: the GPU processes' runs are unknown", sectionRunIDs)
 			}
@@ -355,13 +358,17 @@ func busy(gpus []GPU) bool {
 
 // parseRunIDs reads which launch each GPU process belongs to: "PID
 // RUN_ID", or "PID -" for a process with none (or whose environment the
-// probe could not read).
-func (h *Host) parseRunIDs(s section) {
+// probe could not read), or "PID gone" for one with no /proc entry. A
+// gone process that nvidia-smi no longer lists when asked again
+// (recheck) ended between the two looks: it holds no GPU, and is dropped.
+// One still listed lives in another pid namespace and is kept, a stranger.
+func (h *Host) parseRunIDs(s section, recheck section, asked bool) {
 	if s.exit != 0 {
 		h.warn("reading the GPU processes' run ids failed (exit %d)", s.exit)
 		return
 	}
 	runs := map[int]string{}
+	ended := map[int]bool{}
 	for n, line := range h.rows(s.text, "run ids", MaxProcesses) {
 		pidText, run, _ := strings.Cut(line, " ")
 		pid, err := strconv.Atoi(pidText)
@@ -369,13 +376,33 @@ func (h *Host) parseRunIDs(s section) {
 			h.warn("run ids line %d: bad pid %q", n+1, clip(pidText))
 			continue
 		}
-		if run != "-" {
+		switch run {
+		case "-":
+		case "gone":
+			ended[pid] = true
+		default:
 			runs[pid] = h.field("run id", run)
 		}
 	}
+	if len(ended) > 0 {
+		if !asked || recheck.exit != 0 || !recheck.complete {
+			// Not asked again (or it failed): every such process is
+			// taken as holding its GPU.
+			clear(ended)
+		}
+		for _, line := range h.rows(recheck.text, "compute apps recheck", MaxProcesses) {
+			if f := strings.Split(line, ","); len(f) >= 2 {
+				if pid, err := strconv.Atoi(strings.TrimSpace(f[1])); err == nil {
+					delete(ended, pid)
+				}
+			}
+		}
+	}
 	for i := range h.GPUs {
-		for k := range h.GPUs[i].Processes {
-			p := &h.GPUs[i].Processes[k]
+		g := &h.GPUs[i]
+		g.Processes = slices.DeleteFunc(g.Processes, func(p Process) bool { return ended[p.PID] })
+		for k := range g.Processes {
+			p := &g.Processes[k]
 			p.RunID = runs[p.PID]
 		}
 	}

@@ -338,3 +338,30 @@ func TestParseFailsOutputWithNoneOfItsSections(t *testing.T) {
 		}
 	}
 }
+
+// TestAGPUProcessThatEndedBeforeItsRunWasReadHoldsNoGPU: nvidia-smi
+// listed pids 777 (GPU 2) and 4241 (GPU 5); both were gone from /proc
+// when the probe read their environments. Asked again, nvidia-smi no
+// longer lists 777 (it ended: GPU 2 is free) and still lists 4241 (a
+// process of another pid namespace: GPU 5 stays busy, a stranger's).
+func TestAGPUProcessThatEndedBeforeItsRunWasReadHoldsNoGPU(t *testing.T) {
+	frames := dgxA100(t)
+	for i := range frames {
+		if frames[i].name == sectionRunIDs {
+			frames[i].text = "4242 r0123456789abcdef\n777 gone\n4241 gone\n"
+		}
+	}
+	recheck := frame{sectionAppsRecheck, "GPU-a100-5, 4242, 20000\nGPU-a100-5, 4241, [N/A]\n", 0}
+	h := Parse(output(testNonce, true, append(frames, recheck)...), testNonce)
+	if len(h.GPUs[2].Processes) != 0 || !slices.Contains(h.FreeGPUs, 2) {
+		t.Errorf("GPU 2: processes %+v, free %v; the process that ended holds it", h.GPUs[2].Processes, h.FreeGPUs)
+	}
+	if len(h.GPUs[5].Processes) != 2 || h.GPUs[5].Processes[0].PID != 4241 || h.GPUs[5].Processes[0].RunID != "" || slices.Contains(h.FreeGPUs, 5) {
+		t.Errorf("GPU 5: processes %+v, free %v; want 4241 kept as a stranger's", h.GPUs[5].Processes, h.FreeGPUs)
+	}
+	// Without the second look, a gone process is taken as holding its GPU.
+	h = Parse(output(testNonce, true, frames...), testNonce)
+	if len(h.GPUs[2].Processes) != 1 || slices.Contains(h.FreeGPUs, 2) {
+		t.Errorf("without a recheck GPU 2: %+v, free %v", h.GPUs[2].Processes, h.FreeGPUs)
+	}
+}

@@ -158,9 +158,13 @@ gpulayer_logs() {
 # gpulayer_run_ids prints "PID RUN_ID" for each process in
 # $gpulayer_apps (the GPUs' compute processes): the GPULAYER_RUN_ID in its
 # environment, or - when it has none or the environment cannot be read
-# (another user's process).
+# (another user's process), or "gone" when it has no /proc entry (it
+# ended since nvidia-smi listed it, or lives in another pid namespace:
+# gpulayer_recheck tells the two apart). It sets gpulayer_gone when one
+# was.
 gpulayer_run_ids() {
 	gpulayer_seen=
+	gpulayer_gone=
 	while IFS=', ' read -r _ gpulayer_p _; do
 		case $gpulayer_p in
 		'' | *[!0-9]*) continue ;;
@@ -174,10 +178,23 @@ gpulayer_run_ids() {
 			gpulayer_r=$(tr '\000' '\n' <"/proc/$gpulayer_p/environ" 2>/dev/null |
 				sed -n '/^GPULAYER_RUN_ID=/{s///p;q;}')
 		fi
+		# Looked at after the read: a process that ended while it was
+		# read left nothing to read.
+		if [ -z "$gpulayer_r" ] && [ ! -e "/proc/$gpulayer_p" ]; then
+			gpulayer_r=gone
+			gpulayer_gone=1
+		fi
 		printf '%s %s\n' "$gpulayer_p" "${gpulayer_r:--}"
 	done <<gpulayer_end_of_apps
 $gpulayer_apps
 gpulayer_end_of_apps
+}
+
+# gpulayer_apps_query prints nvidia-smi's compute processes.
+gpulayer_apps_query() {
+	gpulayer_bounded 20 nvidia-smi \
+		--query-compute-apps=gpu_uuid,pid,used_memory \
+		--format=csv,noheader,nounits
 }
 
 gpulayer_probe() {
@@ -210,14 +227,17 @@ gpulayer_probe() {
 		gpulayer_section gpus gpulayer_bounded 20 nvidia-smi \
 			--query-gpu=index,uuid,name,pci.bus_id,memory.total,memory.used,driver_version \
 			--format=csv,noheader,nounits
-		gpulayer_apps=$(gpulayer_bounded 20 nvidia-smi \
-			--query-compute-apps=gpu_uuid,pid,used_memory \
-			--format=csv,noheader,nounits)
+		gpulayer_apps=$(gpulayer_apps_query)
 		gpulayer_apps_status=$?
 		gpulayer_begin compute_apps
 		[ -z "$gpulayer_apps" ] || printf '%s\n' "$gpulayer_apps"
 		gpulayer_end compute_apps "$gpulayer_apps_status"
 		gpulayer_section run_ids gpulayer_run_ids
+		# A process gone from /proc is asked about once more: one that
+		# ended is gone from nvidia-smi's list too, and holds no GPU; one
+		# of another pid namespace (a container's neighbour) is still
+		# listed, and still holds its GPU.
+		[ -z "$gpulayer_gone" ] || gpulayer_section compute_apps_recheck gpulayer_apps_query
 		gpulayer_section topo gpulayer_bounded 20 nvidia-smi topo -m
 	else
 		gpulayer_begin gpus

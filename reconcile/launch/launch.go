@@ -84,6 +84,7 @@ func Env(n Node) []Var {
 		"GPULAYER_JOB":         n.Job,
 		"GPULAYER_RUN_ID":      n.RunID,
 		"GPULAYER_NODE_RANK":   strconv.Itoa(n.Rank),
+		"GPULAYER_NODE_ID":     NodeID(n.RunID, n.Rank),
 		"MASTER_ADDR":          n.MasterAddr,
 		"MASTER_PORT":          strconv.Itoa(n.MasterPort),
 		"WORLD_SIZE":           strconv.Itoa(n.Spec.Nodes * max(n.Spec.GPUsPerNode, 1)),

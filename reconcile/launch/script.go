@@ -66,11 +66,23 @@ func Script(n Node) string {
 		w("export %s=%s\n", v.Name, value)
 	}
 	w("export GPULAYER_EXIT_FILE=\"$gpulayer_exit\"\n")
-	// The leader traps the signals stop sends so that it outlives the
-	// command and records how it ended; the command itself gets them
-	// with their default actions (a trapped signal is reset on exec).
-	w("setsid sh -c 'trap : TERM INT HUP; \"$@\"; s=$?; printf \"%%s\\n\" \"$s\" >\"$GPULAYER_EXIT_FILE\"; exit \"$s\"' gpulayer-node %s </dev/null >\"$gpulayer_log\" 2>&1 &\n",
-		quoteArgv(argv, port))
+	// Where the machine has python3, the leader becomes a child
+	// subreaper (prctl PR_SET_CHILD_SUBREAPER, kept across the exec into
+	// sh): whatever the command starts and orphans is re-parented to the
+	// leader, not to init, so stop finds it in the leader's tree even
+	// when it left the session and scrubbed its environment. Python's
+	// locale coercion is turned off for that one exec (it would add
+	// LC_CTYPE to the job's environment) unless the job sets it itself.
+	leader := ssh.Quote(leaderScript) + " gpulayer-node " + quoteArgv(argv, port)
+	w("if command -v python3 >/dev/null 2>&1; then\n")
+	if _, own := n.Spec.Env["PYTHONCOERCECLOCALE"]; own {
+		w("\tsetsid python3 -s -S -c %s sh -c %s </dev/null >\"$gpulayer_log\" 2>&1 &\n", ssh.Quote(subreaperPy+execRest), leader)
+	} else {
+		w("\tPYTHONCOERCECLOCALE=0 setsid python3 -s -S -c %s sh -c %s </dev/null >\"$gpulayer_log\" 2>&1 &\n", ssh.Quote(subreaperPy+popCoerce+execRest), leader)
+	}
+	w("else\n")
+	w("\tsetsid sh -c %s </dev/null >\"$gpulayer_log\" 2>&1 &\n", leader)
+	w("fi\n")
 	w("gpulayer_pid=$!\n")
 	w("IFS= read -r gpulayer_stat </proc/$gpulayer_pid/stat 2>/dev/null || gpulayer_fail exited 'the process ended before it could be recorded'\n")
 	w("gpulayer_stat=${gpulayer_stat##*\\) }\n")
@@ -82,6 +94,52 @@ func Script(n Node) string {
 	w("printf 'gpulayer-launch:ok %%s %%s %%s %%s\\n' \"$gpulayer_pid\" \"$gpulayer_start\" \"${gpulayer_boot:--}\" \"$gpulayer_port\"\n")
 	return b.String()
 }
+
+// leaderScript is the node's leader: a small sh that runs the command in
+// the foreground and writes its exit status next to the log when it ends.
+// It traps the signals stop sends so that it outlives the command and
+// records how it ended; the command itself gets them with their default
+// actions (a trapped signal is reset on exec). Once the command has ended,
+// the processes it left behind (its orphans, re-parented to the leader
+// where it is a subreaper) are stopped too: the node is over, and nothing
+// of it may keep its GPUs: SIGTERM, up to 2 s, then SIGKILL.
+const leaderScript = `trap : TERM INT HUP
+"$@"
+s=$?
+printf "%s\n" "$s" >"$GPULAYER_EXIT_FILE"
+t=0
+while [ "$t" -lt 25 ]; do
+	c=
+	IFS= read -r c </proc/$$/task/$$/children 2>/dev/null || :
+	l=
+	for p in $c; do
+		IFS= read -r x </proc/$p/stat 2>/dev/null || continue
+		case ${x##*\) } in Z* | X*) continue ;; esac
+		l="$l $p"
+	done
+	[ -n "$l" ] || break
+	if [ "$t" -eq 0 ]; then kill -s TERM $l 2>/dev/null; elif [ "$t" -ge 20 ]; then kill -s KILL $l 2>/dev/null; fi
+	sleep 0.1 2>/dev/null || sleep 1
+	t=$((t + 1))
+done
+exit "$s"`
+
+// subreaperPy makes the python3 it runs a child subreaper and execs the
+// rest of its arguments; popCoerce drops the variable that turned
+// Python's locale coercion off, so the job's environment is as it was.
+const (
+	subreaperPy = `import os, sys
+try:
+    import ctypes
+    ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)
+except Exception:
+    pass
+`
+	popCoerce = `os.environ.pop("PYTHONCOERCECLOCALE", None)
+`
+	execRest = `os.execvp(sys.argv[1], sys.argv[1:])
+`
+)
 
 // quoteArgv quotes the program and arguments for sh, except the value of
 // torchrun's --master-port, which is the shell variable the script set.

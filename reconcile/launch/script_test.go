@@ -16,15 +16,66 @@ import (
 	"github.com/gpulayer/gpulayer/reconcile/state"
 )
 
+// shell is a POSIX shell machines may have as sh: bin is a directory
+// whose "sh" is that shell, put first on PATH, so that the script and
+// every sh it starts (the node's leader) are that shell.
+type shell struct {
+	name string
+	bin  string
+}
+
+// shells are the shells of machines that exist here: dash (Debian's and
+// Ubuntu's /bin/sh), bash, busybox sh (Alpine, minimal images), and this
+// machine's own /bin/sh. Under CI dash, bash and busybox must all exist
+// (.ci/run installs them).
+func shells(t *testing.T) []shell {
+	t.Helper()
+	var out []shell
+	for _, c := range []struct{ name, prog string }{{"sh", "/bin/sh"}, {"dash", "dash"}, {"bash", "bash"}, {"busybox", "busybox"}} {
+		path, err := exec.LookPath(c.prog)
+		if err != nil {
+			if os.Getenv("CI") != "" && c.name != "sh" {
+				t.Fatalf("%s is not installed; .ci/run installs it", c.prog)
+			}
+			continue
+		}
+		bin := t.TempDir()
+		if err := os.Symlink(path, filepath.Join(bin, "sh")); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, shell{name: c.name, bin: bin})
+	}
+	return out
+}
+
+// eachShell runs f once per shell, as a subtest named after it.
+func eachShell(t *testing.T, f func(t *testing.T, sh shell)) {
+	for _, sh := range shells(t) {
+		t.Run(sh.name, func(t *testing.T) { f(t, sh) })
+	}
+}
+
 // runScript runs a script as a machine would, `sh -s` with the script on
-// standard input, in a home of its own.
+// standard input, in a home of its own, under this machine's /bin/sh.
 func runScript(t *testing.T, home, script string) []byte {
+	t.Helper()
+	return runScriptIn(t, shell{name: "sh"}, home, script)
+}
+
+// runScriptIn runs a script under sh.
+func runScriptIn(t *testing.T, sh shell, home, script string) []byte {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "sh", "-s")
+	path := os.Getenv("PATH")
+	prog := "sh"
+	if sh.bin != "" {
+		path = sh.bin + string(os.PathListSeparator) + path
+		prog = filepath.Join(sh.bin, "sh")
+	}
+	cmd := exec.CommandContext(ctx, prog, "-s")
 	cmd.Stdin = strings.NewReader(script)
-	cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
+	cmd.Env = []string{"HOME=" + home, "PATH=" + path}
 	cmd.WaitDelay = 2 * time.Second
 	out, err := cmd.CombinedOutput()
 	if err != nil && ctx.Err() != nil {
@@ -88,58 +139,60 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 func TestLaunchStartsDetachedWithTheNodesEnvironment(t *testing.T) {
-	home := t.TempDir()
-	// Every kind of value a shell could misread, in arguments and env.
-	hostile := []string{`it's`, `$(touch pwned)`, "`touch pwned`", "two\nlines", "ünïcødé ✓", `"quoted"`, `a;b|c&d`, `*`}
-	n := node(append([]string{"sh", "-c", `printf '%s\n' "$@" > args.txt; env > env.txt; exec sleep 30`, "sh"}, hostile...)...)
-	n.Spec.Env["HOSTILE"] = `$(touch pwned) 'x' "y"` + "\n`z`"
-	n.Spec.Workdir = home
-	out := runScript(t, home, Script(n))
-	started, err := ParseStarted(out)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	defer syscall.Kill(-started.PID, syscall.SIGKILL)
-	if started.MasterPort != 29500 || started.StartTime == 0 {
-		t.Errorf("started %+v", started)
-	}
-	waitFor(t, "args.txt", func() bool {
-		b, _ := os.ReadFile(filepath.Join(home, "env.txt"))
-		return len(b) > 0
-	})
-	args, _ := os.ReadFile(filepath.Join(home, "args.txt"))
-	if got := strings.Split(strings.TrimSuffix(string(args), "\n"), "\n"); !slices.Equal(got, []string{`it's`, `$(touch pwned)`, "`touch pwned`", "two", "lines", "ünïcødé ✓", `"quoted"`, `a;b|c&d`, `*`}) {
-		t.Errorf("arguments arrived as %q", got)
-	}
-	if _, err := os.Stat(filepath.Join(home, "pwned")); err == nil {
-		t.Error("a value was run as a command")
-	}
-	// The leader is a session and group leader, detached from the caller.
-	pgid, _ := syscall.Getpgid(started.PID)
-	sid, _, _ := syscall.RawSyscall(syscall.SYS_GETSID, uintptr(started.PID), 0, 0)
-	if pgid != started.PID || int(sid) != started.PID {
-		t.Errorf("pid %d: pgid %d, sid %d; want both the pid", started.PID, pgid, sid)
-	}
-	var child int
-	waitFor(t, "the command", func() bool {
-		child = childOf(started.PID)
-		return child > 0 && environOf(t, child)["GPULAYER_RUN_ID"] != ""
-	})
-	env := environOf(t, child)
-	want := map[string]string{
-		"GPULAYER_JOB": "train", "GPULAYER_RUN_ID": "r0123456789abcdef", "NODE_RANK": "1", "NNODES": "2",
-		"NPROC_PER_NODE": "2", "WORLD_SIZE": "4", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500",
-		"CUDA_VISIBLE_DEVICES": "GPU-aaa,GPU-bbb", "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "NCCL_DEBUG": "INFO",
-		"HOSTILE": n.Spec.Env["HOSTILE"],
-	}
-	for k, v := range want {
-		if env[k] != v {
-			t.Errorf("%s=%q, want %q", k, env[k], v)
+	eachShell(t, func(t *testing.T, sh shell) {
+		home := t.TempDir()
+		// Every kind of value a shell could misread, in arguments and env.
+		hostile := []string{`it's`, `$(touch pwned)`, "`touch pwned`", "two\nlines", "ünïcødé ✓", `"quoted"`, `a;b|c&d`, `*`}
+		n := node(append([]string{"sh", "-c", `printf '%s\n' "$@" > args.txt; env > env.txt; exec sleep 30`, "sh"}, hostile...)...)
+		n.Spec.Env["HOSTILE"] = `$(touch pwned) 'x' "y"` + "\n`z`"
+		n.Spec.Workdir = home
+		out := runScriptIn(t, sh, home, Script(n))
+		started, err := ParseStarted(out)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
 		}
-	}
-	if _, err := os.Stat(filepath.Join(home, LogPath("train", "r0123456789abcdef", 1))); err != nil {
-		t.Errorf("no log: %v", err)
-	}
+		defer syscall.Kill(-started.PID, syscall.SIGKILL)
+		if started.MasterPort != 29500 || started.StartTime == 0 {
+			t.Errorf("started %+v", started)
+		}
+		waitFor(t, "args.txt", func() bool {
+			b, _ := os.ReadFile(filepath.Join(home, "env.txt"))
+			return len(b) > 0
+		})
+		args, _ := os.ReadFile(filepath.Join(home, "args.txt"))
+		if got := strings.Split(strings.TrimSuffix(string(args), "\n"), "\n"); !slices.Equal(got, []string{`it's`, `$(touch pwned)`, "`touch pwned`", "two", "lines", "ünïcødé ✓", `"quoted"`, `a;b|c&d`, `*`}) {
+			t.Errorf("arguments arrived as %q", got)
+		}
+		if _, err := os.Stat(filepath.Join(home, "pwned")); err == nil {
+			t.Error("a value was run as a command")
+		}
+		// The leader is a session and group leader, detached from the caller.
+		pgid, _ := syscall.Getpgid(started.PID)
+		sid, _, _ := syscall.RawSyscall(syscall.SYS_GETSID, uintptr(started.PID), 0, 0)
+		if pgid != started.PID || int(sid) != started.PID {
+			t.Errorf("pid %d: pgid %d, sid %d; want both the pid", started.PID, pgid, sid)
+		}
+		var child int
+		waitFor(t, "the command", func() bool {
+			child = childOf(started.PID)
+			return child > 0 && environOf(t, child)["GPULAYER_RUN_ID"] != ""
+		})
+		env := environOf(t, child)
+		want := map[string]string{
+			"GPULAYER_JOB": "train", "GPULAYER_RUN_ID": "r0123456789abcdef", "NODE_RANK": "1", "NNODES": "2",
+			"NPROC_PER_NODE": "2", "WORLD_SIZE": "4", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500",
+			"CUDA_VISIBLE_DEVICES": "GPU-aaa,GPU-bbb", "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "NCCL_DEBUG": "INFO",
+			"HOSTILE": n.Spec.Env["HOSTILE"], "GPULAYER_NODE_ID": "r0123456789abcdef/1",
+		}
+		for k, v := range want {
+			if env[k] != v {
+				t.Errorf("%s=%q, want %q", k, env[k], v)
+			}
+		}
+		if _, err := os.Stat(filepath.Join(home, LogPath("train", "r0123456789abcdef", 1))); err != nil {
+			t.Errorf("no log: %v", err)
+		}
+	})
 }
 
 // childOf is a child of pid, or 0.
@@ -154,140 +207,150 @@ func childOf(pid int) int {
 }
 
 func TestLaunchRefusesWhatCannotStart(t *testing.T) {
-	home := t.TempDir()
-	cases := []struct {
-		name string
-		n    func() Node
-		kind string
-	}{
-		{"missing workdir", func() Node { n := node("sleep", "1"); n.Spec.Workdir = "/nonexistent/dir"; return n }, "workdir"},
-		{"command not found", func() Node { return node("no-such-program-gpulayer", "x") }, "command_not_found"},
-		{"torchrun missing", func() Node {
-			n := node("python", "train.py")
-			n.Spec.Launcher = "torchrun"
-			return n
-		}, ""},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			n := c.n()
-			if c.kind == "" {
-				if _, err := exec.LookPath("torchrun"); err == nil {
-					t.Skip("torchrun is installed here")
+	eachShell(t, func(t *testing.T, sh shell) {
+		home := t.TempDir()
+		cases := []struct {
+			name string
+			n    func() Node
+			kind string
+		}{
+			{"missing workdir", func() Node { n := node("sleep", "1"); n.Spec.Workdir = "/nonexistent/dir"; return n }, "workdir"},
+			{"command not found", func() Node { return node("no-such-program-gpulayer", "x") }, "command_not_found"},
+			{"torchrun missing", func() Node {
+				n := node("python", "train.py")
+				n.Spec.Launcher = "torchrun"
+				return n
+			}, ""},
+		}
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				n := c.n()
+				if c.kind == "" {
+					if _, err := exec.LookPath("torchrun"); err == nil {
+						t.Skip("torchrun is installed here")
+					}
+					c.kind = "command_not_found"
 				}
-				c.kind = "command_not_found"
-			}
-			out := runScript(t, home, Script(n))
-			_, err := ParseStarted(out)
-			le, ok := err.(*LaunchError)
-			if !ok || le.Kind != c.kind {
-				t.Fatalf("error %v (%T), want kind %s\n%s", err, err, c.kind, out)
-			}
-		})
-	}
+				out := runScriptIn(t, sh, home, Script(n))
+				_, err := ParseStarted(out)
+				le, ok := err.(*LaunchError)
+				if !ok || le.Kind != c.kind {
+					t.Fatalf("error %v (%T), want kind %s\n%s", err, err, c.kind, out)
+				}
+			})
+		}
+	})
 }
 
 func TestLaunchRecordsTheExitStatus(t *testing.T) {
-	home := t.TempDir()
-	n := node("sh", "-c", "echo bye; exit 7")
-	started, err := ParseStarted(runScript(t, home, Script(n)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	exitFile := filepath.Join(home, ExitPath(n.Job, n.RunID, n.Rank))
-	waitFor(t, "the exit file", func() bool {
-		b, _ := os.ReadFile(exitFile)
-		return strings.TrimSpace(string(b)) == "7"
+	eachShell(t, func(t *testing.T, sh shell) {
+		home := t.TempDir()
+		n := node("sh", "-c", "echo bye; exit 7")
+		started, err := ParseStarted(runScriptIn(t, sh, home, Script(n)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		exitFile := filepath.Join(home, ExitPath(n.Job, n.RunID, n.Rank))
+		waitFor(t, "the exit file", func() bool {
+			b, _ := os.ReadFile(exitFile)
+			return strings.TrimSpace(string(b)) == "7"
+		})
+		log, _ := os.ReadFile(filepath.Join(home, LogPath(n.Job, n.RunID, n.Rank)))
+		if string(log) != "bye\n" {
+			t.Errorf("log %q", log)
+		}
+		waitFor(t, "the leader to end", func() bool { return !alive(started.PID) })
 	})
-	log, _ := os.ReadFile(filepath.Join(home, LogPath(n.Job, n.RunID, n.Rank)))
-	if string(log) != "bye\n" {
-		t.Errorf("log %q", log)
-	}
-	waitFor(t, "the leader to end", func() bool { return !alive(started.PID) })
 }
 
 func TestLaunchPicksAFreePortOnNodeZero(t *testing.T) {
-	home := t.TempDir()
-	n := node("sleep", "30")
-	n.Rank, n.PickPort, n.MasterPort = 0, true, DefaultPort("train")
-	// Something already listens on the first candidate.
-	l, err := listenTCP(n.MasterPort)
-	if err != nil {
-		t.Skipf("port %d: %v", n.MasterPort, err)
-	}
-	defer l.Close()
-	started, err := ParseStarted(runScript(t, home, Script(n)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Kill(-started.PID, syscall.SIGKILL)
-	if started.MasterPort != n.MasterPort+1 {
-		t.Errorf("picked port %d, want %d (the first is taken)", started.MasterPort, n.MasterPort+1)
-	}
+	eachShell(t, func(t *testing.T, sh shell) {
+		home := t.TempDir()
+		n := node("sleep", "30")
+		n.Rank, n.PickPort, n.MasterPort = 0, true, DefaultPort("train")
+		// Something already listens on the first candidate.
+		l, err := listenTCP(n.MasterPort)
+		if err != nil {
+			t.Skipf("port %d: %v", n.MasterPort, err)
+		}
+		defer l.Close()
+		started, err := ParseStarted(runScriptIn(t, sh, home, Script(n)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer syscall.Kill(-started.PID, syscall.SIGKILL)
+		if started.MasterPort != n.MasterPort+1 {
+			t.Errorf("picked port %d, want %d (the first is taken)", started.MasterPort, n.MasterPort+1)
+		}
+	})
 }
 
 func TestStopEndsTheGroupAndProcessesThatLeftIt(t *testing.T) {
-	home := t.TempDir()
-	// A torchrun-like launcher: its worker starts a session of its own,
-	// and ignores SIGTERM, as a stuck worker would.
-	n := node("sh", "-c", `setsid sh -c 'trap "" TERM; : >worker-ready; while :; do sleep 1; done' </dev/null >/dev/null 2>&1 & exec sleep 300`)
-	n.Spec.Workdir = home
-	started, err := ParseStarted(runScript(t, home, Script(n)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Kill(-started.PID, syscall.SIGKILL)
-	marker := "GPULAYER_RUN_ID=" + n.RunID
-	var members []int
-	// The worker is ready once it ignores SIGTERM (a stop before that
-	// would end it without needing SIGKILL).
-	waitFor(t, "the worker to ignore SIGTERM", func() bool {
-		_, err := os.Stat(filepath.Join(home, "worker-ready"))
-		return err == nil
-	})
-	waitFor(t, "the worker in its own session", func() bool {
-		members = withMarker(marker)
+	eachShell(t, func(t *testing.T, sh shell) {
+		home := t.TempDir()
+		// A torchrun-like launcher: its worker starts a session of its own,
+		// and ignores SIGTERM, as a stuck worker would.
+		n := node("sh", "-c", `setsid sh -c 'trap "" TERM; : >worker-ready; while :; do sleep 1; done' </dev/null >/dev/null 2>&1 & exec sleep 300`)
+		n.Spec.Workdir = home
+		started, err := ParseStarted(runScriptIn(t, sh, home, Script(n)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer syscall.Kill(-started.PID, syscall.SIGKILL)
+		marker := "GPULAYER_RUN_ID=" + n.RunID
+		var members []int
+		// The worker is ready once it ignores SIGTERM (a stop before that
+		// would end it without needing SIGKILL).
+		waitFor(t, "the worker to ignore SIGTERM", func() bool {
+			_, err := os.Stat(filepath.Join(home, "worker-ready"))
+			return err == nil
+		})
+		waitFor(t, "the worker in its own session", func() bool {
+			members = withMarker(marker)
+			for _, p := range members {
+				if sid, _, _ := syscall.RawSyscall(syscall.SYS_GETSID, uintptr(p), 0, 0); int(sid) == p && p != started.PID {
+					return true
+				}
+			}
+			return false
+		})
+		out := runScriptIn(t, sh, home, StopScript(Stop{PID: started.PID, StartTime: started.StartTime, RunID: n.RunID, Grace: 500 * time.Millisecond}))
+		stopped, err := ParseStopped(out)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		if stopped.Left != 0 || stopped.Killed == 0 {
+			t.Errorf("stopped %+v: want the TERM-ignoring worker killed and nothing left", stopped)
+		}
+		waitFor(t, "every process of the run to end", func() bool { return len(withMarker(marker)) == 0 })
 		for _, p := range members {
-			if sid, _, _ := syscall.RawSyscall(syscall.SYS_GETSID, uintptr(p), 0, 0); int(sid) == p && p != started.PID {
-				return true
+			if alive(p) {
+				t.Errorf("pid %d of the run still runs", p)
 			}
 		}
-		return false
 	})
-	out := runScript(t, home, StopScript(Stop{PID: started.PID, StartTime: started.StartTime, RunID: n.RunID, Grace: 500 * time.Millisecond}))
-	stopped, err := ParseStopped(out)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	if stopped.Left != 0 || stopped.Killed == 0 {
-		t.Errorf("stopped %+v: want the TERM-ignoring worker killed and nothing left", stopped)
-	}
-	waitFor(t, "every process of the run to end", func() bool { return len(withMarker(marker)) == 0 })
-	for _, p := range members {
-		if alive(p) {
-			t.Errorf("pid %d of the run still runs", p)
-		}
-	}
 }
 
 func TestStopLeavesAReusedPidAlone(t *testing.T) {
-	home := t.TempDir()
-	// An unrelated process in a group of its own, whose pid state says
-	// was the job's leader, started at another time.
-	other := exec.Command("sleep", "30")
-	other.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := other.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer other.Process.Kill()
-	out := runScript(t, home, StopScript(Stop{PID: other.Process.Pid, StartTime: 1, RunID: "r-none", Grace: 0}))
-	if _, err := ParseStopped(out); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	time.Sleep(100 * time.Millisecond)
-	if !alive(other.Process.Pid) {
-		t.Error("stop killed a process that only reuses the recorded pid")
-	}
+	eachShell(t, func(t *testing.T, sh shell) {
+		home := t.TempDir()
+		// An unrelated process in a group of its own, whose pid state says
+		// was the job's leader, started at another time.
+		other := exec.Command("sleep", "30")
+		other.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := other.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer other.Process.Kill()
+		out := runScriptIn(t, sh, home, StopScript(Stop{PID: other.Process.Pid, StartTime: 1, RunID: "r-none", Grace: 0}))
+		if _, err := ParseStopped(out); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		time.Sleep(100 * time.Millisecond)
+		if !alive(other.Process.Pid) {
+			t.Error("stop killed a process that only reuses the recorded pid")
+		}
+	})
 }
 
 // withMarker lists live processes whose environment holds marker.
@@ -320,5 +383,179 @@ func TestArgvWrapsTorchrun(t *testing.T) {
 	n.Spec.Command = []string{"./run.sh", "x"}
 	if got := Argv(n); !slices.Contains(got, "--no-python") || got[len(got)-2] != "./run.sh" {
 		t.Errorf("argv %q: a non-python program needs --no-python", got)
+	}
+}
+
+// hiddenWorker is a command line whose process scrubs gpulayer's
+// variables from its environment (as env -u, or setproctitle rewriting
+// the environment block, would) and ignores SIGTERM, as a stuck worker
+// does; it touches ready once it runs.
+const hiddenWorker = `env -u GPULAYER_RUN_ID -u GPULAYER_NODE_ID sh -c 'trap "" TERM; : >hidden-ready; while :; do sleep 1; done'`
+
+// unmarked lists live processes of this test's home whose environment
+// lacks GPULAYER_RUN_ID but carries HOME=home: the hidden worker.
+func unmarked(home string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || !alive(pid) {
+			continue
+		}
+		env, _ := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if bytes.Contains(env, []byte("HOME="+home+"\x00")) && !bytes.Contains(env, []byte("GPULAYER_RUN_ID=")) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+func waitReady(t *testing.T, home string) {
+	t.Helper()
+	waitFor(t, "the hidden worker", func() bool {
+		_, err := os.Stat(filepath.Join(home, "hidden-ready"))
+		return err == nil && len(unmarked(home)) > 0
+	})
+}
+
+// TestStopSignalsTheGroupOfALeaderKilledByHand: the node's leader was
+// killed (SIGKILL, the OOM killer); its group still holds a worker that
+// carries no run id. The stop finds the group by its id, in the spelling
+// each shell accepts (dash refuses `kill -0 -- -PGID`), and ends it.
+func TestStopSignalsTheGroupOfALeaderKilledByHand(t *testing.T) {
+	eachShell(t, func(t *testing.T, sh shell) {
+		home := t.TempDir()
+		n := node("sh", "-c", hiddenWorker+" & exec sleep 300")
+		n.Spec.Workdir = home
+		started, err := ParseStarted(runScriptIn(t, sh, home, Script(n)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer syscall.Kill(-started.PID, syscall.SIGKILL)
+		waitReady(t, home)
+		hidden := unmarked(home)
+		syscall.Kill(started.PID, syscall.SIGKILL)
+		waitFor(t, "the leader to be reaped", func() bool {
+			_, err := os.Stat("/proc/" + strconv.Itoa(started.PID))
+			return err != nil
+		})
+		out := runScriptIn(t, sh, home, StopScript(Stop{PID: started.PID, StartTime: started.StartTime, RunID: n.RunID, Ranks: []int{n.Rank}, Grace: 300 * time.Millisecond}))
+		if _, err := ParseStopped(out); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		waitFor(t, "the group's hidden worker to end", func() bool {
+			for _, p := range hidden {
+				if alive(p) {
+					return false
+				}
+			}
+			return true
+		})
+	})
+}
+
+// realPython3 says whether python3 here can make the leader a subreaper.
+func realPython3(t *testing.T) {
+	t.Helper()
+	if err := exec.Command("python3", "-s", "-S", "-c", "import ctypes").Run(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("python3 with ctypes is needed (.ci/run installs it): %v", err)
+		}
+		t.Skipf("no python3 with ctypes: %v", err)
+	}
+}
+
+// TestStopFindsADescendantThatLeftTheSessionAndScrubbedItsEnvironment: a
+// worker that started a session of its own, lost its parent and carries
+// no gpulayer variable is still in the leader's tree (the leader is a
+// subreaper), and the stop ends it.
+func TestStopFindsADescendantThatLeftTheSessionAndScrubbedItsEnvironment(t *testing.T) {
+	realPython3(t)
+	eachShell(t, func(t *testing.T, sh shell) {
+		home := t.TempDir()
+		n := node("sh", "-c", "(setsid "+hiddenWorker+" </dev/null >/dev/null 2>&1 &); exec sleep 300")
+		n.Spec.Workdir = home
+		started, err := ParseStarted(runScriptIn(t, sh, home, Script(n)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer syscall.Kill(-started.PID, syscall.SIGKILL)
+		waitReady(t, home)
+		hidden := unmarked(home)
+		for _, p := range hidden {
+			if sid, _, _ := syscall.RawSyscall(syscall.SYS_GETSID, uintptr(p), 0, 0); int(sid) == started.PID {
+				t.Fatalf("the hidden worker %d did not leave the session", p)
+			}
+		}
+		out := runScriptIn(t, sh, home, StopScript(Stop{PID: started.PID, StartTime: started.StartTime, RunID: n.RunID, Ranks: []int{n.Rank}, Grace: 300 * time.Millisecond}))
+		stopped, err := ParseStopped(out)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		if stopped.Left != 0 {
+			t.Errorf("stopped %+v", stopped)
+		}
+		for _, p := range hidden {
+			if alive(p) {
+				t.Errorf("hidden worker %d survived the stop", p)
+				syscall.Kill(p, syscall.SIGKILL)
+			}
+		}
+	})
+}
+
+// TestTheLeaderEndsWhatTheCommandLeftBehind: a command that exits 0 and
+// leaves a hidden worker running: the node ends with status 0, and the
+// worker with it.
+func TestTheLeaderEndsWhatTheCommandLeftBehind(t *testing.T) {
+	realPython3(t)
+	eachShell(t, func(t *testing.T, sh shell) {
+		home := t.TempDir()
+		n := node("sh", "-c", "(setsid "+hiddenWorker+" </dev/null >/dev/null 2>&1 &); while [ ! -e hidden-ready ]; do sleep 0.05; done; exit 0")
+		n.Spec.Workdir = home
+		started, err := ParseStarted(runScriptIn(t, sh, home, Script(n)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer syscall.Kill(-started.PID, syscall.SIGKILL)
+		waitFor(t, "the node to end", func() bool { return !alive(started.PID) })
+		b, _ := os.ReadFile(filepath.Join(home, ExitPath(n.Job, n.RunID, n.Rank)))
+		if strings.TrimSpace(string(b)) != "0" {
+			t.Errorf("exit file %q, want 0", b)
+		}
+		if left := unmarked(home); len(left) > 0 {
+			t.Errorf("processes %v outlived their node", left)
+			for _, p := range left {
+				syscall.Kill(p, syscall.SIGKILL)
+			}
+		}
+	})
+}
+
+// TestStopTouchesOnlyItsOwnNode: two nodes of one run on one kernel (the
+// sandbox's machines, containers of one host): stopping node 1 leaves
+// node 0 running.
+func TestStopTouchesOnlyItsOwnNode(t *testing.T) {
+	home := t.TempDir()
+	var leaders [2]Started
+	for rank := range 2 {
+		n := node("sleep", "300")
+		n.Rank = rank
+		st, err := ParseStarted(runScript(t, home, Script(n)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer syscall.Kill(-st.PID, syscall.SIGKILL)
+		leaders[rank] = st
+	}
+	n := node()
+	out := runScript(t, home, StopScript(Stop{PID: leaders[1].PID, StartTime: leaders[1].StartTime, RunID: n.RunID, Ranks: []int{1}, Grace: time.Second}))
+	if _, err := ParseStopped(out); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	waitFor(t, "node 1 to end", func() bool { return len(withMarker("GPULAYER_NODE_ID="+NodeID(n.RunID, 1))) == 0 })
+	time.Sleep(100 * time.Millisecond)
+	if len(withMarker("GPULAYER_NODE_ID="+NodeID(n.RunID, 0))) == 0 {
+		t.Error("stopping node 1 ended node 0")
 	}
 }

@@ -10,31 +10,54 @@ import (
 	"github.com/gpulayer/gpulayer/ssh"
 )
 
-// Stop is what stopping one node needs.
+// Stop is what stopping the nodes of a run on one machine needs.
 type Stop struct {
 	// PID and StartTime identify the node's leader process (0 when none
 	// was recorded: only the sweep runs).
 	PID       int
 	StartTime uint64
-	// RunID is the job's launch: every process carrying it in its
-	// environment is stopped, wherever its session or group.
+	// RunID is the job's launch.
 	RunID string
+	// Ranks are the run's nodes on this machine: every process whose
+	// environment carries GPULAYER_NODE_ID=RUN_ID/RANK for one of them is
+	// stopped, wherever its session or group, and no other node's. Empty
+	// means every process of the run (GPULAYER_RUN_ID=RUN_ID).
+	Ranks []int
 	// Grace is how long processes get between SIGTERM and SIGKILL.
 	Grace time.Duration
 }
 
-// StopScript is the sh script that stops a node. It sends SIGTERM to the
-// leader's process group (found with pgrep),
-// waits up to Grace for them to end, checked at intervals growing from a
-// tenth to half a second, then sweeps for every process of the user whose
-// environment holds GPULAYER_RUN_ID=RunID (a worker that left the group,
-// one started since) and sends those SIGTERM too; what is left at the end
-// of Grace gets SIGKILL. The environment sweep runs once the group is gone:
-// reading the environment of processes that are exiting is what makes a
-// stop slow on a busy machine. The group is signalled only when its leader
-// is still the recorded process (same start time) or is gone: a pid is not
-// reused while its process group has members, so a group whose leader
-// exited holds only the job's processes.
+// NodeID is the value of GPULAYER_NODE_ID, which every process of a node
+// inherits: the run and the rank, so that a stop on one machine never
+// touches another node's processes where machines share a kernel (the
+// sandbox, containers of one host).
+func NodeID(runID string, rank int) string { return runID + "/" + strconv.Itoa(rank) }
+
+// StopScript is the sh script that stops a node. The run's processes on
+// the machine are:
+//
+//   - the leader's process group, found with pgrep (or a scan of /proc);
+//   - the leader's descendants, level by level: the leader is a child
+//     subreaper where the machine has python3 (see Script), so every
+//     process the command started and orphaned is re-parented to it and
+//     stays in its tree whatever it does to its session, group or
+//     environment;
+//   - every process of the user whose environment holds the node's
+//     GPULAYER_NODE_ID (a worker that left the tree on a machine without
+//     python3, one started since).
+//
+// It sends them SIGTERM, waits up to Grace for them to end, checked at
+// intervals growing from a tenth to half a second, then sends SIGKILL to
+// what is left. The environment sweep runs once the group and tree are
+// gone: reading the environment of processes that are exiting is what
+// makes a stop slow on a busy machine. The group and the tree are used
+// only when the leader is still the recorded process (same start time);
+// a group whose leader is gone is still signalled, since a pid is not
+// reused while its process group has members.
+//
+// Process groups are signalled as `kill -s SIG -- -PGID`, falling back to
+// `kill -s SIG -PGID`: dash (Debian's and Ubuntu's /bin/sh) accepts only
+// the first, busybox sh only the second, bash both.
 //
 // The last line it prints is
 //
@@ -49,21 +72,41 @@ func StopScript(s Stop) string {
 	w("# gpulayer stop: run %s\n", s.RunID)
 	w("gpulayer_pid=%d\n", s.PID)
 	w("gpulayer_start=%d\n", s.StartTime)
-	w("gpulayer_marker=%s\n", ssh.Quote("GPULAYER_RUN_ID="+s.RunID))
 	w("gpulayer_ticks=%d\n", max(0, int(s.Grace/(100*time.Millisecond))))
+	// The sweep: grep's arguments, every marker quoted.
+	w("gpulayer_sweep() { grep -lzxF")
+	if len(s.Ranks) == 0 {
+		w(" -e %s", ssh.Quote("GPULAYER_RUN_ID="+s.RunID))
+	}
+	for _, r := range s.Ranks {
+		w(" -e %s", ssh.Quote("GPULAYER_NODE_ID="+NodeID(s.RunID, r)))
+	}
+	w(" /proc/[0-9]*/environ 2>/dev/null; }\n")
+	b.WriteString(killpgFunc)
 	b.WriteString(stopBody)
 	return b.String()
 }
 
+// killpgFunc defines gpulayer_killpg SIGNAL PGID, which signals a process
+// group (0 only asks whether it exists) in the spelling each shell takes.
+const killpgFunc = `gpulayer_killpg() {
+	kill -s "$1" -- "-$2" 2>/dev/null || kill -s "$1" "-$2" 2>/dev/null
+}
+`
+
 // stopBody is the part of every stop script after its values.
 const stopBody = `gpulayer_group=
+gpulayer_leader=
 if [ "$gpulayer_pid" -gt 0 ]; then
 	if IFS= read -r gpulayer_stat </proc/$gpulayer_pid/stat 2>/dev/null; then
 		gpulayer_stat=${gpulayer_stat##*\) }
 		set -- $gpulayer_stat
 		shift 19
-		[ "$1" = "$gpulayer_start" ] && gpulayer_group=$gpulayer_pid
-	elif kill -0 -- "-$gpulayer_pid" 2>/dev/null; then
+		if [ "$1" = "$gpulayer_start" ]; then
+			gpulayer_group=$gpulayer_pid
+			gpulayer_leader=$gpulayer_pid
+		fi
+	elif gpulayer_killpg 0 "$gpulayer_pid"; then
 		gpulayer_group=$gpulayer_pid
 	fi
 fi
@@ -93,52 +136,94 @@ gpulayer_alive() {
 		esac
 	done
 }
-# gpulayer_members sets gpulayer_left to the live pids of the run: its
-# leader's process group (pgrep where there is one, else a scan of /proc)
-# and the processes whose environment carries the marker (only the
-# user's own are readable).
-gpulayer_members() {
-	gpulayer_found=
-	if [ -n "$gpulayer_group" ] && ! kill -0 -- "-$gpulayer_group" 2>/dev/null; then
-		gpulayer_group= # the group is gone; nothing can join it again
-	fi
-	if [ -n "$gpulayer_group" ] && [ -n "$gpulayer_pgrep" ]; then
-		gpulayer_found=$(pgrep -g "$gpulayer_group" 2>/dev/null)
-	elif [ -n "$gpulayer_group" ]; then
+# gpulayer_tree adds to gpulayer_found the leader's descendants, one
+# pgrep -P per level of the tree (bounded: a tree deeper than 64 levels
+# is left to the sweep).
+gpulayer_tree() {
+	[ -n "$gpulayer_leader" ] || return 0
+	gpulayer_parents=$gpulayer_leader
+	gpulayer_depth=0
+	while [ -n "$gpulayer_parents" ] && [ "$gpulayer_depth" -lt 64 ]; do
+		gpulayer_level=$(pgrep -P "$gpulayer_parents" 2>/dev/null)
+		# shellcheck disable=SC2086
+		set -- $gpulayer_level
+		[ $# -gt 0 ] || break
+		gpulayer_found="$gpulayer_found $*"
+		gpulayer_ifs=$IFS
+		IFS=,
+		gpulayer_parents="$*"
+		IFS=$gpulayer_ifs
+		gpulayer_depth=$((gpulayer_depth + 1))
+	done
+}
+# gpulayer_scan is gpulayer_tree and pgrep -g without pgrep: passes over
+# /proc adding the group's members and the children of those found,
+# until a pass adds none (at most 64).
+gpulayer_scan() {
+	gpulayer_tree_pids=" $gpulayer_leader "
+	gpulayer_pass=0
+	gpulayer_more=1
+	while [ -n "$gpulayer_more" ] && [ "$gpulayer_pass" -lt 64 ]; do
+		gpulayer_more=
 		for gpulayer_p in /proc/[0-9]*; do
 			gpulayer_p=${gpulayer_p#/proc/}
+			case $gpulayer_tree_pids in
+			*" $gpulayer_p "*) continue ;;
+			esac
 			IFS= read -r gpulayer_stat </proc/$gpulayer_p/stat 2>/dev/null || continue
 			gpulayer_stat=${gpulayer_stat##*\) }
 			set -- $gpulayer_stat
-			[ "$3" = "$gpulayer_group" ] && gpulayer_found="$gpulayer_found $gpulayer_p"
+			if { [ -n "$gpulayer_group" ] && [ "$3" = "$gpulayer_group" ]; } ||
+				{ [ -n "$gpulayer_leader" ] && case $gpulayer_tree_pids in *" $2 "*) true ;; *) false ;; esac; }; then
+				gpulayer_tree_pids="$gpulayer_tree_pids$gpulayer_p "
+				gpulayer_found="$gpulayer_found $gpulayer_p"
+				gpulayer_more=1
+			fi
 		done
+		gpulayer_pass=$((gpulayer_pass + 1))
+	done
+}
+# gpulayer_members sets gpulayer_left to the live pids of the node: its
+# leader's process group and tree, and the processes whose environment
+# carries the node's marker (only the user's own are readable).
+gpulayer_members() {
+	gpulayer_found=
+	if [ -n "$gpulayer_group" ] && ! gpulayer_killpg 0 "$gpulayer_group"; then
+		gpulayer_group= # the group is gone; nothing can join it again
 	fi
-	for gpulayer_f in $(grep -lzxF -e "$gpulayer_marker" /proc/[0-9]*/environ 2>/dev/null); do
+	if [ -n "$gpulayer_pgrep" ]; then
+		[ -z "$gpulayer_group" ] || gpulayer_found=$(pgrep -g "$gpulayer_group" 2>/dev/null)
+		gpulayer_tree
+	elif [ -n "$gpulayer_group" ] || [ -n "$gpulayer_leader" ]; then
+		gpulayer_scan
+	fi
+	for gpulayer_f in $(gpulayer_sweep); do
 		gpulayer_f=${gpulayer_f#/proc/}
 		gpulayer_found="$gpulayer_found ${gpulayer_f%/environ}"
 	done
 	gpulayer_alive $gpulayer_found
 }
-# gpulayer_first sets gpulayer_left to the leader's process group alone,
-# from pgrep: a cheap first pass that reads no process's environment.
-# Without pgrep, without the group, or when the group is empty, it is
-# gpulayer_members.
+# gpulayer_first sets gpulayer_left to the leader's process group and
+# tree alone, from pgrep: a cheap first pass that reads no process's
+# environment. Without pgrep, without the group, or when both are empty,
+# it is gpulayer_members.
 gpulayer_first() {
 	if [ -n "$gpulayer_group" ] && [ -n "$gpulayer_pgrep" ]; then
-		# shellcheck disable=SC2046
-		gpulayer_alive $(pgrep -g "$gpulayer_group" 2>/dev/null)
+		gpulayer_found=$(pgrep -g "$gpulayer_group" 2>/dev/null)
+		gpulayer_tree
+		gpulayer_alive $gpulayer_found
 		[ "$gpulayer_n" -gt 0 ] && return
 	fi
 	gpulayer_members
 }
-# First the leader's group; once it is gone, the full sweep below (the
-# loop's) finds any process of the run that left it (torchrun's workers
-# start sessions of their own), by its environment.
+# First the leader's group and tree; once they are gone, the full sweep
+# below (the loop's) finds any process of the node that left them, by its
+# environment.
 gpulayer_first
 gpulayer_signalled=$gpulayer_n
-[ "$gpulayer_n" -eq 0 ] || kill -TERM $gpulayer_left 2>/dev/null
+[ "$gpulayer_n" -eq 0 ] || kill -s TERM $gpulayer_left 2>/dev/null
 # Between full scans (when the processes known are gone, to find any the
-# run started since, a worker restarting), only the known ones are
+# node started since, a worker restarting), only the known ones are
 # checked, at intervals growing from a tenth to half a second.
 gpulayer_tick=0
 gpulayer_wait=1
@@ -147,7 +232,7 @@ while [ "$gpulayer_tick" -lt "$gpulayer_ticks" ]; do
 		gpulayer_members
 		[ "$gpulayer_n" -eq 0 ] && break
 		gpulayer_signalled=$((gpulayer_signalled + gpulayer_n))
-		kill -TERM $gpulayer_left 2>/dev/null
+		kill -s TERM $gpulayer_left 2>/dev/null
 	fi
 	sleep "0.$gpulayer_wait" 2>/dev/null || sleep 1
 	gpulayer_tick=$((gpulayer_tick + gpulayer_wait))
@@ -156,7 +241,7 @@ while [ "$gpulayer_tick" -lt "$gpulayer_ticks" ]; do
 done
 [ "$gpulayer_n" -eq 0 ] && gpulayer_members
 gpulayer_killed=$gpulayer_n
-[ "$gpulayer_n" -eq 0 ] || kill -KILL $gpulayer_left 2>/dev/null
+[ "$gpulayer_n" -eq 0 ] || kill -s KILL $gpulayer_left 2>/dev/null
 # A process killed can leave children it had just started (an orphaned
 # sleep of a stuck loop): look again a few times and kill those too.
 gpulayer_remaining=0
@@ -166,7 +251,7 @@ while [ "$gpulayer_killed" -gt 0 ] && [ "$gpulayer_round" -lt 5 ]; do
 	gpulayer_members
 	gpulayer_remaining=$gpulayer_n
 	[ "$gpulayer_n" -eq 0 ] && break
-	kill -KILL $gpulayer_left 2>/dev/null
+	kill -s KILL $gpulayer_left 2>/dev/null
 	gpulayer_round=$((gpulayer_round + 1))
 done
 printf 'gpulayer-stop:ok %s %s %s\n' "$gpulayer_signalled" "$gpulayer_killed" "$gpulayer_remaining"

@@ -72,6 +72,16 @@ func cloneJobs(jobs []Job) []Job {
 			n := &out[i].Nodes[k]
 			n.GPUs = slices.Clone(n.GPUs)
 			n.GPUUUIDs = slices.Clone(n.GPUUUIDs)
+			if n.Reach != nil {
+				r := *n.Reach
+				r.IdentityFiles = slices.Clone(r.IdentityFiles)
+				r.HostKeys = slices.Clone(r.HostKeys)
+				if r.Bastion != nil {
+					b := *r.Bastion
+					r.Bastion = &b
+				}
+				n.Reach = &r
+			}
 			if n.Process != nil {
 				p := *n.Process
 				n.Process = &p
@@ -145,8 +155,39 @@ type Node struct {
 	GPUUUIDs []string `json:"gpu_uuids,omitempty"`
 	// Location is where the host was when the job was placed.
 	Location Location `json:"location"`
+	// Reach is how the machine was reached when the node was launched:
+	// what a stop, status or logs use once the host is no longer
+	// declared, or is declared at another address (as Terraform keeps
+	// in state what a destroy needs). Nil in states written before it.
+	Reach *Reach `json:"reach,omitempty"`
 	// Process is what was started there; nil until it was.
 	Process *Process `json:"process,omitempty"`
+}
+
+// Reach is how to reach a machine over SSH as a launch did: its address
+// is the node's. Paths are absolute.
+type Reach struct {
+	// Port is the port dialed (the node's Port is the host block's, 0
+	// when the ssh block's applied).
+	Port           int      `json:"port"`
+	User           string   `json:"user"`
+	IdentityFiles  []string `json:"identity_files,omitempty"`
+	KnownHostsFile string   `json:"known_hosts_file,omitempty"`
+	HostKeyCheck   string   `json:"host_key_check,omitempty"`
+	// HostKeys are the keys the machine is reached with once it is no
+	// longer declared: the one it proved it holds at the launch
+	// (authorized_keys form), or those its provider published.
+	HostKeys       []string `json:"host_keys,omitempty"`
+	Bastion        *Bastion `json:"bastion,omitempty"`
+	ConnectTimeout Duration `json:"connect_timeout,omitempty"`
+}
+
+// Bastion is the jump host a machine was reached through; it is checked
+// against the Reach's known_hosts file.
+type Bastion struct {
+	Address string `json:"address"`
+	Port    int    `json:"port"`
+	User    string `json:"user"`
 }
 
 // Location is a machine's region, zone and network group.
