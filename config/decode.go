@@ -25,10 +25,13 @@ type decoder struct {
 	// from a sensitive variable: a diagnostic about such a value, added
 	// after it was evaluated, gets a detail that does not quote it.
 	sensitive map[hcl.Range]bool
+	// unknown holds the ranges of attributes whose value was not known
+	// (isUnknown).
+	unknown map[hcl.Range]bool
 }
 
 func newDecoder(s *scope, funcs map[string]function.Function) *decoder {
-	return &decoder{scope: s, ctx: s.evalContext(funcs), sensitive: map[hcl.Range]bool{}}
+	return &decoder{scope: s, ctx: s.evalContext(funcs), sensitive: map[hcl.Range]bool{}, unknown: map[hcl.Range]bool{}}
 }
 
 func (d *decoder) add(diags ...*hcl.Diagnostic) {
@@ -42,12 +45,18 @@ func (d *decoder) add(diags ...*hcl.Diagnostic) {
 
 // object is the value a block is referred to by (ssh.lab, policy.tight):
 // its attributes' decoded values, those computed from a sensitive variable
-// marked again, so that what refers to them is as sensitive.
+// marked again, so that what refers to them is as sensitive, and those
+// that were not known unknown again, so that what refers to them is not
+// checked against a default the block does not have.
 func (d *decoder) object(attrs hcl.Attributes, vals map[string]cty.Value) cty.Value {
 	for name, v := range vals {
-		if d.isSensitive(attrs[name]) {
-			vals[name] = v.Mark(sensitiveMark{})
+		if d.isUnknown(attrs[name]) {
+			v = cty.UnknownVal(v.Type())
 		}
+		if d.isSensitive(attrs[name]) {
+			v = v.Mark(sensitiveMark{})
+		}
+		vals[name] = v
 	}
 	return cty.ObjectVal(vals)
 }
@@ -60,8 +69,24 @@ func (d *decoder) isSensitive(attr *hcl.Attribute) bool {
 
 // eval checks the references of attr, evaluates it and converts it to ty.
 // ok is false when the attribute is absent, null (which means "unset", as
-// in Terraform), unknown because of an earlier error, or wrong.
+// in Terraform), wrong, or not wholly known: unknown because of an earlier
+// error, or computed from a variable that validate was given no value for
+// (see isUnknown).
 func (d *decoder) eval(attr *hcl.Attribute, ty cty.Type) (v cty.Value, ok bool) {
+	v, ok = d.evalKnown(attr, ty)
+	if !ok || !v.IsWhollyKnown() {
+		if ok {
+			d.unknown[attr.Expr.Range()] = true
+		}
+		return cty.NilVal, false
+	}
+	return v, true
+}
+
+// evalKnown is eval for a value that may hold unknown parts, such as a map
+// whose keys are written out and whose values come from a variable not
+// given yet: ok when the value itself is known.
+func (d *decoder) evalKnown(attr *hcl.Attribute, ty cty.Type) (v cty.Value, ok bool) {
 	if attr == nil {
 		return cty.NilVal, false
 	}
@@ -72,7 +97,11 @@ func (d *decoder) eval(attr *hcl.Attribute, ty cty.Type) (v cty.Value, ok bool) 
 	}
 	v, diags = attr.Expr.Value(d.ctx)
 	d.add(diags...)
-	if diags.HasErrors() || v.IsNull() || !v.IsWhollyKnown() {
+	if diags.HasErrors() || v.IsNull() {
+		return cty.NilVal, false
+	}
+	if !v.IsKnown() {
+		d.unknown[attr.Expr.Range()] = true
 		return cty.NilVal, false
 	}
 	if v.ContainsMarked() && d.secrets != nil {
@@ -92,10 +121,17 @@ func (d *decoder) eval(attr *hcl.Attribute, ty cty.Type) (v cty.Value, ok bool) 
 		})
 		return cty.NilVal, false
 	}
-	if cv.IsNull() || !cv.IsWhollyKnown() {
+	if cv.IsNull() {
 		return cty.NilVal, false
 	}
 	return cv, true
+}
+
+// isUnknown reports whether attr's value was not known when it was
+// evaluated, so that a check of it was skipped: one that depends on it,
+// such as whether a required value is there, must be skipped too.
+func (d *decoder) isUnknown(attr *hcl.Attribute) bool {
+	return attr != nil && d.unknown[attr.Expr.Range()]
 }
 
 func (d *decoder) str(attrs hcl.Attributes, name string, dst *string) bool {
@@ -168,13 +204,18 @@ func (d *decoder) strMap(attrs hcl.Attributes, name string, dst *map[string]stri
 	if !ok {
 		return false
 	}
+	*dst = goStringMap(v)
+	return true
+}
+
+// goStringMap is a known map(string) as Go has it.
+func goStringMap(v cty.Value) map[string]string {
 	out := make(map[string]string, v.LengthInt())
 	for it := v.ElementIterator(); it.Next(); {
 		k, e := it.Element()
 		out[k.AsString()] = e.AsString()
 	}
-	*dst = out
-	return true
+	return out
 }
 
 // enum reads a string that must be one of allowed, listing them when not.
