@@ -26,6 +26,26 @@ type diagnosticCase struct {
 	summary  string
 	line     int
 	count    int // diagnostics in the fixture; 0 means 1
+	// validate loads the fixture as gpulayer validate does: variables
+	// without a value are unknown.
+	validate bool
+}
+
+// options are the LoadOptions the fixture's case asks for.
+func (tc diagnosticCase) options() LoadOptions {
+	return LoadOptions{UnsetVariablesUnknown: tc.validate}
+}
+
+// caseOf is the diagnostic case of a fixture.
+func caseOf(t *testing.T, fixture string) diagnosticCase {
+	t.Helper()
+	for _, tc := range diagnosticCases {
+		if tc.fixture == fixture {
+			return tc
+		}
+	}
+	t.Fatalf("fixture %s has no entry in diagnosticCases", fixture)
+	return diagnosticCase{}
 }
 
 var diagnosticCases = []diagnosticCase{
@@ -83,6 +103,7 @@ var diagnosticCases = []diagnosticCase{
 	{fixture: "unknown_reference_root", severity: hcl.DiagError, summary: "Unknown reference", line: 6},
 	{fixture: "unknown_ssh", severity: hcl.DiagError, summary: "Unknown ssh block", line: 6},
 	{fixture: "unknown_variable", severity: hcl.DiagError, summary: "Unknown input variable", line: 7},
+	{fixture: "unset_variables_unknown", severity: hcl.DiagError, summary: "Invalid value for group_locality", line: 59, count: 2, validate: true},
 	{fixture: "wrong_type", severity: hcl.DiagError, summary: "Incorrect attribute value type", line: 3},
 }
 
@@ -90,7 +111,7 @@ func TestLoadReportsEachDiagnosticWithSummaryAndLine(t *testing.T) {
 	for _, tc := range diagnosticCases {
 		t.Run(tc.fixture, func(t *testing.T) {
 			dir := filepath.Join(fixtures, tc.fixture)
-			_, diags := Load(dir, LoadOptions{})
+			_, diags := Load(dir, tc.options())
 			want := max(tc.count, 1)
 			if len(diags) != want {
 				t.Fatalf("got %d diagnostics, want %d:\n%s", len(diags), want, diagList(diags))
