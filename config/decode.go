@@ -187,7 +187,7 @@ func (d *decoder) integer(attrs hcl.Attributes, name string, lowest int64, dst *
 
 func (d *decoder) strList(attrs hcl.Attributes, name string, dst *[]string) bool {
 	v, ok := d.eval(attrs[name], cty.List(cty.String))
-	if !ok {
+	if !ok || !d.noNullElement(attrs[name], v) {
 		return false
 	}
 	out := make([]string, 0, v.LengthInt())
@@ -201,10 +201,36 @@ func (d *decoder) strList(attrs hcl.Attributes, name string, dst *[]string) bool
 
 func (d *decoder) strMap(attrs hcl.Attributes, name string, dst *map[string]string) bool {
 	v, ok := d.eval(attrs[name], cty.Map(cty.String))
-	if !ok {
+	if !ok || !d.noNullElement(attrs[name], v) {
 		return false
 	}
 	*dst = goStringMap(v)
+	return true
+}
+
+// noNullElement reports whether no element of v, a list or map of
+// strings, is null, and says which one is where one is: a null converts
+// to any element type, but a command word or a label must be a string.
+func (d *decoder) noNullElement(attr *hcl.Attribute, v cty.Value) bool {
+	for it := v.ElementIterator(); it.Next(); {
+		k, e := it.Element()
+		if !e.IsNull() {
+			continue
+		}
+		var which string
+		if k.Type() == cty.String {
+			which = fmt.Sprintf("element %q", k.AsString())
+		} else { // a list's index
+			which = "element " + k.AsBigFloat().Text('f', -1)
+		}
+		d.add(&hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Incorrect attribute value type",
+			Detail:   fmt.Sprintf("Inappropriate value for attribute %q: %s is null; each element must be a string.", attr.Name, which),
+			Subject:  attr.Expr.Range().Ptr(),
+		})
+		return false
+	}
 	return true
 }
 

@@ -77,6 +77,9 @@ func (d *decoder) env(attrs hcl.Attributes, dst *map[string]string) {
 		return
 	}
 	d.checkEnvNames(attr, v)
+	if !d.noNullElement(attr, v) {
+		return
+	}
 	if !v.IsWhollyKnown() {
 		d.unknown[attr.Expr.Range()] = true
 		return

@@ -551,3 +551,25 @@ func TestGCPBlockRejectsWhatGCPWould(t *testing.T) {
 		}
 	}
 }
+
+// TestANullElementIsAnErrorNamingIt: a list or map of strings with a null
+// in it is refused, naming the element, where it used to crash Load.
+func TestANullElementIsAnErrorNamingIt(t *testing.T) {
+	for _, tc := range []struct{ attr, want string }{
+		{`command = ["python", null]`, `"command": element 1 is null`},
+		{`env = { A = "1", B = null }`, `"env": element "B" is null`},
+		{`labels = { team = null }`, `"labels": element "team" is null`},
+	} {
+		dir := t.TempDir()
+		body := "  nodes = 1\n  " + tc.attr + "\n"
+		if !strings.HasPrefix(tc.attr, "command") {
+			body += "  command = [\"a\"]\n"
+		}
+		writeFile(t, dir, "main.hcl", "job \"j\" {\n"+body+"}\n")
+		_, diags := Load(dir, LoadOptions{})
+		if len(diags) != 1 || diags[0].Summary != "Incorrect attribute value type" || !strings.Contains(diags[0].Detail, tc.want) ||
+			diags[0].Subject.Start.Line != 3 {
+			t.Errorf("%s: want one error at line 3 saying %q, got\n%s", tc.attr, tc.want, diagList(diags))
+		}
+	}
+}
