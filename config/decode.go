@@ -100,10 +100,6 @@ func (d *decoder) evalKnown(attr *hcl.Attribute, ty cty.Type) (v cty.Value, ok b
 	if diags.HasErrors() || v.IsNull() {
 		return cty.NilVal, false
 	}
-	if !v.IsKnown() {
-		d.unknown[attr.Expr.Range()] = true
-		return cty.NilVal, false
-	}
 	if v.ContainsMarked() && d.secrets != nil {
 		d.secrets.addValue(v)
 		d.sensitive[attr.Expr.Range()] = true
@@ -122,6 +118,13 @@ func (d *decoder) evalKnown(attr *hcl.Attribute, ty cty.Type) (v cty.Value, ok b
 		return cty.NilVal, false
 	}
 	if cv.IsNull() {
+		return cty.NilVal, false
+	}
+	// Converted first: an unknown's type may be known all the same
+	// (var.hosts is a list without its value), and the wrong type is wrong
+	// whatever the value.
+	if !cv.IsKnown() {
+		d.unknown[attr.Expr.Range()] = true
 		return cty.NilVal, false
 	}
 	return cv, true

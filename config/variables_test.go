@@ -291,3 +291,22 @@ variable "nodes" {
 		})
 	}
 }
+
+// TestAnUnknownOfTheWrongTypeIsStillWrong: a typed variable without a value
+// has a known type, so using it where that type cannot go is reported.
+func TestAnUnknownOfTheWrongTypeIsStillWrong(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "main.hcl", `variable "hosts" { type = list(string) }
+variable "port" { type = string }
+job "j" {
+  nodes       = var.hosts
+  command     = ["a"]
+  master_port = var.port
+}
+`)
+	_, diags := Load(dir, LoadOptions{UnsetVariablesUnknown: true})
+	if len(diags) != 1 || diags[0].Summary != "Incorrect attribute value type" || diags[0].Subject.Start.Line != 4 ||
+		!strings.Contains(diags[0].Detail, `"nodes": number required`) {
+		t.Fatalf("want one type error at line 4 (a string may hold a port number), got\n%s", diagList(diags))
+	}
+}
