@@ -68,7 +68,9 @@ func (l *loader) backends(blocks hcl.Blocks) {
 			l.add(&hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Missing required argument",
 				Detail: "The gcs backend needs the bucket that holds the state.", Subject: b.DefRange.Ptr()})
 		case kind == BackendGCS:
-			if err := checkBucket(be.Bucket); err != nil {
+			// A bucket that is not known (a variable validate was given no
+			// value for) may be a fine one; a null one is no bucket.
+			if err := checkBucket(be.Bucket); err != nil && !d.isUnknown(a["bucket"]) {
 				l.add(&hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid bucket name",
 					Detail: capitalize(err.Error()) + ".", Subject: a["bucket"].Expr.Range().Ptr()})
 			}

@@ -438,7 +438,7 @@ func (l *loader) jobs(blocks hcl.Blocks) {
 				Subject:  a["command"].Expr.Range().Ptr(),
 			})
 		}
-		d.strMap(a, "env", &j.Env)
+		d.env(a, &j.Env)
 		d.str(a, "workdir", &j.Workdir)
 		d.strMap(a, "labels", &j.Labels)
 		d.enum(a, "launcher", Launchers, &j.Launcher)

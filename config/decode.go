@@ -25,10 +25,13 @@ type decoder struct {
 	// from a sensitive variable: a diagnostic about such a value, added
 	// after it was evaluated, gets a detail that does not quote it.
 	sensitive map[hcl.Range]bool
+	// unknown holds the ranges of attributes whose value was not known
+	// (isUnknown).
+	unknown map[hcl.Range]bool
 }
 
 func newDecoder(s *scope, funcs map[string]function.Function) *decoder {
-	return &decoder{scope: s, ctx: s.evalContext(funcs), sensitive: map[hcl.Range]bool{}}
+	return &decoder{scope: s, ctx: s.evalContext(funcs), sensitive: map[hcl.Range]bool{}, unknown: map[hcl.Range]bool{}}
 }
 
 func (d *decoder) add(diags ...*hcl.Diagnostic) {
@@ -42,12 +45,18 @@ func (d *decoder) add(diags ...*hcl.Diagnostic) {
 
 // object is the value a block is referred to by (ssh.lab, policy.tight):
 // its attributes' decoded values, those computed from a sensitive variable
-// marked again, so that what refers to them is as sensitive.
+// marked again, so that what refers to them is as sensitive, and those
+// that were not known unknown again, so that what refers to them is not
+// checked against a default the block does not have.
 func (d *decoder) object(attrs hcl.Attributes, vals map[string]cty.Value) cty.Value {
 	for name, v := range vals {
-		if d.isSensitive(attrs[name]) {
-			vals[name] = v.Mark(sensitiveMark{})
+		if d.isUnknown(attrs[name]) {
+			v = cty.UnknownVal(v.Type())
 		}
+		if d.isSensitive(attrs[name]) {
+			v = v.Mark(sensitiveMark{})
+		}
+		vals[name] = v
 	}
 	return cty.ObjectVal(vals)
 }
@@ -60,8 +69,24 @@ func (d *decoder) isSensitive(attr *hcl.Attribute) bool {
 
 // eval checks the references of attr, evaluates it and converts it to ty.
 // ok is false when the attribute is absent, null (which means "unset", as
-// in Terraform), unknown because of an earlier error, or wrong.
+// in Terraform), wrong, or not wholly known: unknown because of an earlier
+// error, or computed from a variable that validate was given no value for
+// (see isUnknown).
 func (d *decoder) eval(attr *hcl.Attribute, ty cty.Type) (v cty.Value, ok bool) {
+	v, ok = d.evalKnown(attr, ty)
+	if !ok || !v.IsWhollyKnown() {
+		if ok {
+			d.unknown[attr.Expr.Range()] = true
+		}
+		return cty.NilVal, false
+	}
+	return v, true
+}
+
+// evalKnown is eval for a value that may hold unknown parts, such as a map
+// whose keys are written out and whose values come from a variable not
+// given yet: ok when the value itself is known.
+func (d *decoder) evalKnown(attr *hcl.Attribute, ty cty.Type) (v cty.Value, ok bool) {
 	if attr == nil {
 		return cty.NilVal, false
 	}
@@ -72,7 +97,7 @@ func (d *decoder) eval(attr *hcl.Attribute, ty cty.Type) (v cty.Value, ok bool) 
 	}
 	v, diags = attr.Expr.Value(d.ctx)
 	d.add(diags...)
-	if diags.HasErrors() || v.IsNull() || !v.IsWhollyKnown() {
+	if diags.HasErrors() || v.IsNull() {
 		return cty.NilVal, false
 	}
 	if v.ContainsMarked() && d.secrets != nil {
@@ -92,10 +117,24 @@ func (d *decoder) eval(attr *hcl.Attribute, ty cty.Type) (v cty.Value, ok bool) 
 		})
 		return cty.NilVal, false
 	}
-	if cv.IsNull() || !cv.IsWhollyKnown() {
+	if cv.IsNull() {
+		return cty.NilVal, false
+	}
+	// Converted first: an unknown's type may be known all the same
+	// (var.hosts is a list without its value), and the wrong type is wrong
+	// whatever the value.
+	if !cv.IsKnown() {
+		d.unknown[attr.Expr.Range()] = true
 		return cty.NilVal, false
 	}
 	return cv, true
+}
+
+// isUnknown reports whether attr's value was not known when it was
+// evaluated, so that a check of it was skipped: one that depends on it,
+// such as whether a required value is there, must be skipped too.
+func (d *decoder) isUnknown(attr *hcl.Attribute) bool {
+	return attr != nil && d.unknown[attr.Expr.Range()]
 }
 
 func (d *decoder) str(attrs hcl.Attributes, name string, dst *string) bool {
@@ -151,7 +190,7 @@ func (d *decoder) integer(attrs hcl.Attributes, name string, lowest int64, dst *
 
 func (d *decoder) strList(attrs hcl.Attributes, name string, dst *[]string) bool {
 	v, ok := d.eval(attrs[name], cty.List(cty.String))
-	if !ok {
+	if !ok || !d.noNullElement(attrs[name], v) {
 		return false
 	}
 	out := make([]string, 0, v.LengthInt())
@@ -165,16 +204,47 @@ func (d *decoder) strList(attrs hcl.Attributes, name string, dst *[]string) bool
 
 func (d *decoder) strMap(attrs hcl.Attributes, name string, dst *map[string]string) bool {
 	v, ok := d.eval(attrs[name], cty.Map(cty.String))
-	if !ok {
+	if !ok || !d.noNullElement(attrs[name], v) {
 		return false
 	}
+	*dst = goStringMap(v)
+	return true
+}
+
+// noNullElement reports whether no element of v, a list or map of
+// strings, is null, and says which one is where one is: a null converts
+// to any element type, but a command word or a label must be a string.
+func (d *decoder) noNullElement(attr *hcl.Attribute, v cty.Value) bool {
+	for it := v.ElementIterator(); it.Next(); {
+		k, e := it.Element()
+		if !e.IsNull() {
+			continue
+		}
+		var which string
+		if k.Type() == cty.String {
+			which = fmt.Sprintf("element %q", k.AsString())
+		} else { // a list's index
+			which = "element " + k.AsBigFloat().Text('f', -1)
+		}
+		d.add(&hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Incorrect attribute value type",
+			Detail:   fmt.Sprintf("Inappropriate value for attribute %q: %s is null; each element must be a string.", attr.Name, which),
+			Subject:  attr.Expr.Range().Ptr(),
+		})
+		return false
+	}
+	return true
+}
+
+// goStringMap is a known map(string) as Go has it.
+func goStringMap(v cty.Value) map[string]string {
 	out := make(map[string]string, v.LengthInt())
 	for it := v.ElementIterator(); it.Next(); {
 		k, e := it.Element()
 		out[k.AsString()] = e.AsString()
 	}
-	*dst = out
-	return true
+	return out
 }
 
 // enum reads a string that must be one of allowed, listing them when not.

@@ -13,7 +13,7 @@ import (
 func TestRenderDiagnosticsGolden(t *testing.T) {
 	for _, name := range fixtureDirs(t) {
 		t.Run(name, func(t *testing.T) {
-			cfg, diags := Load(filepath.Join(fixtures, name), LoadOptions{})
+			cfg, diags := Load(filepath.Join(fixtures, name), caseOf(t, name).options())
 			var buf bytes.Buffer
 			if err := WriteDiagnostics(&buf, diags, cfg.Files, RenderOptions{}); err != nil {
 				t.Fatal(err)

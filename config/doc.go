@@ -5,7 +5,8 @@
 //
 // Files of the package: load.go (Load and its file discovery), variables.go
 // (declarations, value sources and their precedence, validation rules),
-// locals.go, blocks.go (ssh, policy, fleet, host, gcp, job), references.go
+// locals.go, blocks.go (ssh, policy, fleet, host, gcp, job), env.go (the
+// names a job's env may use: those sh can export), references.go
 // (what each block may refer to, "Did you mean" for unknown names),
 // decode.go (typed attribute reading), address.go, functions.go,
 // diagnostics.go (Terraform-shaped text and the JSON report; colour only when

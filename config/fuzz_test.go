@@ -24,7 +24,10 @@ func FuzzLoad(f *testing.F) {
 		if err := os.WriteFile(filepath.Join(dir, name), src, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		cfg, diags := Load(dir, LoadOptions{Vars: []VarArg{{Assignment: "zone=europe-west1-b"}}, Environ: []string{"GPULAYER_VAR_nodes=2"}})
+		// Every third input is loaded as validate loads it, so that unknown
+		// values reach every decoder too.
+		cfg, diags := Load(dir, LoadOptions{Vars: []VarArg{{Assignment: "zone=europe-west1-b"}}, Environ: []string{"GPULAYER_VAR_nodes=2"},
+			UnsetVariablesUnknown: len(src)%3 == 0})
 		if cfg == nil {
 			t.Fatal("Load returned no Config")
 		}

@@ -22,6 +22,15 @@ type LoadOptions struct {
 	// Environ is the environment as os.Environ returns it; only
 	// GPULAYER_VAR_<name> entries are used.
 	Environ []string
+	// UnsetVariablesUnknown gives a required variable that was given no
+	// value an unknown value of its type instead of an error, as terraform
+	// validate does, so that a configuration can be checked without its
+	// secrets (a CI job): everything computed from such a variable is
+	// checked as far as it can be without its value, and its validation
+	// rules are skipped. Only validate sets it; the Config is then for
+	// reporting, never for planning, since what depends on those variables
+	// holds no value.
+	UnsetVariablesUnknown bool
 }
 
 // VarArg is one --var or --var-file flag.

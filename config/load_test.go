@@ -26,6 +26,26 @@ type diagnosticCase struct {
 	summary  string
 	line     int
 	count    int // diagnostics in the fixture; 0 means 1
+	// validate loads the fixture as gpulayer validate does: variables
+	// without a value are unknown.
+	validate bool
+}
+
+// options are the LoadOptions the fixture's case asks for.
+func (tc diagnosticCase) options() LoadOptions {
+	return LoadOptions{UnsetVariablesUnknown: tc.validate}
+}
+
+// caseOf is the diagnostic case of a fixture.
+func caseOf(t *testing.T, fixture string) diagnosticCase {
+	t.Helper()
+	for _, tc := range diagnosticCases {
+		if tc.fixture == fixture {
+			return tc
+		}
+	}
+	t.Fatalf("fixture %s has no entry in diagnosticCases", fixture)
+	return diagnosticCase{}
 }
 
 var diagnosticCases = []diagnosticCase{
@@ -35,6 +55,8 @@ var diagnosticCases = []diagnosticCase{
 	{fixture: "duplicate_job", severity: hcl.DiagError, summary: "Duplicate job", line: 6},
 	{fixture: "duplicate_policy", severity: hcl.DiagError, summary: "Duplicate policy", line: 5},
 	{fixture: "empty_command", severity: hcl.DiagError, summary: "Empty command", line: 3},
+	{fixture: "env_invalid_name", severity: hcl.DiagError, summary: "Invalid environment variable name", line: 6, count: 2},
+	{fixture: "env_reserved_name", severity: hcl.DiagError, summary: "Reserved environment variable name", line: 8, count: 2},
 	{fixture: "failed_validation", severity: hcl.DiagError, summary: "Invalid value for variable", line: 3},
 	{fixture: "fleet_without_machines", severity: hcl.DiagWarning, summary: "Fleet without machines", line: 1},
 	{fixture: "gcp_without_count", severity: hcl.DiagError, summary: "Missing count", line: 1},
@@ -81,6 +103,7 @@ var diagnosticCases = []diagnosticCase{
 	{fixture: "unknown_reference_root", severity: hcl.DiagError, summary: "Unknown reference", line: 6},
 	{fixture: "unknown_ssh", severity: hcl.DiagError, summary: "Unknown ssh block", line: 6},
 	{fixture: "unknown_variable", severity: hcl.DiagError, summary: "Unknown input variable", line: 7},
+	{fixture: "unset_variables_unknown", severity: hcl.DiagError, summary: "Invalid value for group_locality", line: 59, count: 2, validate: true},
 	{fixture: "wrong_type", severity: hcl.DiagError, summary: "Incorrect attribute value type", line: 3},
 }
 
@@ -88,7 +111,7 @@ func TestLoadReportsEachDiagnosticWithSummaryAndLine(t *testing.T) {
 	for _, tc := range diagnosticCases {
 		t.Run(tc.fixture, func(t *testing.T) {
 			dir := filepath.Join(fixtures, tc.fixture)
-			_, diags := Load(dir, LoadOptions{})
+			_, diags := Load(dir, tc.options())
 			want := max(tc.count, 1)
 			if len(diags) != want {
 				t.Fatalf("got %d diagnostics, want %d:\n%s", len(diags), want, diagList(diags))
@@ -525,6 +548,28 @@ func TestGCPBlockRejectsWhatGCPWould(t *testing.T) {
 		_, diags := Load(dir, LoadOptions{})
 		if !diags.HasErrors() || !strings.Contains(diagList(diags), tc.want) || !strings.Contains(diagList(diags), "main.hcl:4") {
 			t.Errorf("%s: want an error at main.hcl:4 saying %q, got\n%s", tc.attr, tc.want, diagList(diags))
+		}
+	}
+}
+
+// TestANullElementIsAnErrorNamingIt: a list or map of strings with a null
+// in it is refused, naming the element, where it used to crash Load.
+func TestANullElementIsAnErrorNamingIt(t *testing.T) {
+	for _, tc := range []struct{ attr, want string }{
+		{`command = ["python", null]`, `"command": element 1 is null`},
+		{`env = { A = "1", B = null }`, `"env": element "B" is null`},
+		{`labels = { team = null }`, `"labels": element "team" is null`},
+	} {
+		dir := t.TempDir()
+		body := "  nodes = 1\n  " + tc.attr + "\n"
+		if !strings.HasPrefix(tc.attr, "command") {
+			body += "  command = [\"a\"]\n"
+		}
+		writeFile(t, dir, "main.hcl", "job \"j\" {\n"+body+"}\n")
+		_, diags := Load(dir, LoadOptions{})
+		if len(diags) != 1 || diags[0].Summary != "Incorrect attribute value type" || !strings.Contains(diags[0].Detail, tc.want) ||
+			diags[0].Subject.Start.Line != 3 {
+			t.Errorf("%s: want one error at line 3 saying %q, got\n%s", tc.attr, tc.want, diagList(diags))
 		}
 	}
 }

@@ -128,6 +128,14 @@ func (l *loader) variables(blocks hcl.Blocks) {
 	l.commandLineValues(decls)
 
 	for _, v := range l.cfg.Variables {
+		if !v.HasValue() && l.opts.UnsetVariablesUnknown {
+			v.Value = cty.UnknownVal(v.Type)
+			l.vars.values[v.Name] = v.Value
+			if v.Sensitive {
+				l.vars.values[v.Name] = v.Value.Mark(sensitiveMark{})
+			}
+			continue
+		}
 		if !v.HasValue() {
 			l.add(&hcl.Diagnostic{
 				Severity: hcl.DiagError,
@@ -145,9 +153,7 @@ func (l *loader) variables(blocks hcl.Blocks) {
 		}
 	}
 	for _, v := range l.cfg.Variables {
-		if v.HasValue() {
-			l.validate(v, rules[v.Name])
-		}
+		l.validate(v, rules[v.Name])
 	}
 }
 
@@ -316,16 +322,20 @@ func sortedAttributeNames(attrs hcl.Attributes) []string {
 }
 
 // validate runs the validation rules of v. Each condition sees the input
-// variables and the functions.
+// variables and the functions. The references of every condition are
+// checked; a condition is evaluated only when v's value is known, and counts
+// only when its result is: as in Terraform, a rule cannot judge a value
+// that is not there yet (a variable validate was given no value for, or one
+// whose value was already reported wrong).
 func (l *loader) validate(v *Variable, rules []validationRule) {
-	if !v.Value.IsWhollyKnown() {
-		return
-	}
+	// Read before the loop: a failed rule makes the value unknown for what
+	// refers to the variable, not for the variable's other rules.
+	known := l.vars.values[v.Name].IsWhollyKnown()
 	d := l.decoder(newScope().with("var", l.vars))
 	for _, r := range rules {
 		diags, ok := d.scope.check(r.condition)
 		l.add(diags...)
-		if !ok {
+		if !ok || !known {
 			continue
 		}
 		cond, diags := r.condition.Value(d.ctx)
@@ -334,8 +344,11 @@ func (l *loader) validate(v *Variable, rules []validationRule) {
 			continue
 		}
 		cond, _ = cond.UnmarkDeep() // true or false says nothing of the value
+		if !cond.IsKnown() {
+			continue // computed from another variable that is not known
+		}
 		cond, err := convert.Convert(cond, cty.Bool)
-		if err != nil || cond.IsNull() || !cond.IsKnown() {
+		if err != nil || cond.IsNull() {
 			l.add(&hcl.Diagnostic{
 				Severity: hcl.DiagError,
 				Summary:  "Invalid validation condition",

@@ -1,10 +1,13 @@
 package config
 
 import (
+	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 )
 
@@ -142,5 +145,168 @@ func TestValidationRuleChecksValuesFromEverySource(t *testing.T) {
 	}
 	if diags[0].Subject == nil || diags[0].Subject.Filename != "<value for var.zone>" {
 		t.Errorf("subject = %v, want the command-line value", diags[0].Subject)
+	}
+}
+
+// TestUnsetVariablesAreErrorsUnlessValidateAsksForUnknowns loads the
+// fixture whose every variable has no value as plan does (each is an
+// error, and nothing computed from them is reported besides) and as
+// validate does (unknown: only the mistakes that do not depend on them).
+func TestUnsetVariablesAreErrorsUnlessValidateAsksForUnknowns(t *testing.T) {
+	dir := filepath.Join(fixtures, "unset_variables_unknown")
+	summaries := func(diags hcl.Diagnostics) []string {
+		var out []string
+		for _, d := range diags {
+			out = append(out, fmt.Sprintf("%d %s", d.Subject.Start.Line, d.Summary))
+		}
+		return out
+	}
+	_, diags := Load(dir, LoadOptions{})
+	want := []string{
+		"3 No value for required variable", "12 No value for required variable", "16 No value for required variable",
+		"18 No value for required variable", "22 No value for required variable",
+		"59 Invalid value for group_locality", "68 Invalid environment variable name",
+	}
+	if got := summaries(diags); !slices.Equal(got, want) {
+		t.Errorf("as plan loads it:\n got %q\nwant %q", got, want)
+	}
+	cfg, diags := Load(dir, LoadOptions{UnsetVariablesUnknown: true})
+	if got := summaries(diags); !slices.Equal(got, want[5:]) {
+		t.Errorf("as validate loads it:\n got %q\nwant %q", got, want[5:])
+	}
+	for _, v := range cfg.Variables {
+		if v.Value.IsKnown() || !v.Value.Type().Equals(v.Type) || v.HasValue() {
+			t.Errorf("variable %s = %#v, want unknown of type %s and no value", v.Name, v.Value, v.Type.FriendlyName())
+		}
+	}
+}
+
+// TestAnUnknownOfAnyTypeIsCheckedNowhere uses an untyped variable without
+// a value (cty.DynamicVal, which converts to every type) in every kind of
+// attribute: nothing can be said against it, and nothing may panic.
+func TestAnUnknownOfAnyTypeIsCheckedNowhere(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "main.hcl", `variable "v" {}
+locals {
+  list = [for x in var.v : upper(x)]
+  file = file(var.v)
+}
+ssh "s" {
+  port            = var.v
+  host_key_check  = var.v
+  connect_timeout = var.v
+}
+fleet "f" {
+  ssh    = ssh.s
+  region = var.v
+  labels = var.v
+  host "h" { address = var.v }
+}
+fleet "g" {
+  count = var.v
+  gcp {
+    project      = var.v
+    zone         = var.v
+    machine_type = var.v
+    image        = var.v
+    tags         = var.v
+    disk_size_gb = var.v
+    placement    = var.v
+  }
+}
+policy "p" {
+  rank    = var.v
+  regions = var.v
+}
+job "j" {
+  policy        = policy.p
+  nodes         = var.v
+  gpus_per_node = length(var.v)
+  command       = concat(local.list, [var.v])
+  env           = var.v
+  workdir       = local.file
+  stop_timeout  = var.v
+  master_port   = var.v ? 1 : 2
+}
+backend "gcs" {
+  bucket = var.v
+  prefix = var.v
+}
+`)
+	if _, diags := Load(dir, LoadOptions{UnsetVariablesUnknown: true}); len(diags) > 0 {
+		t.Errorf("diagnostics:\n%s", diagList(diags))
+	}
+}
+
+func TestValidationRulesJudgeOnlyKnownValues(t *testing.T) {
+	const rules = `
+  validation {
+    condition     = var.nodes >= 1
+    error_message = "nodes must be at least 1."
+  }
+  validation {
+    condition     = var.nodes % 2 == 1
+    error_message = "nodes must be odd."
+  }
+}
+`
+	tests := []struct {
+		name, config string
+		vars         []VarArg
+		want         []string // details or summaries that must be there, in order
+	}{
+		{name: "unknown value", config: "variable \"nodes\" {\n  type = number\n" + rules},
+		{name: "given value, every failed rule", config: "variable \"nodes\" {\n  type = number\n" + rules,
+			vars: []VarArg{{Assignment: "nodes=0"}}, want: []string{"nodes must be at least 1.", "nodes must be odd."}},
+		{name: "known value, rule on an unknown one", config: `variable "most" { type = number }
+variable "nodes" {
+  default = 2
+  validation {
+    condition     = var.nodes <= var.most
+    error_message = "too many nodes."
+  }
+}
+`},
+		{name: "unknown value, a typo in the rule", config: `variable "nodes" {
+  validation {
+    condition     = var.nodez >= 1
+    error_message = "nodes must be at least 1."
+  }
+}
+`, want: []string{"Unknown input variable"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeFile(t, dir, "main.hcl", tc.config)
+			_, diags := Load(dir, LoadOptions{Vars: tc.vars, UnsetVariablesUnknown: true})
+			if len(diags) != len(tc.want) {
+				t.Fatalf("got %d diagnostics, want %d:\n%s", len(diags), len(tc.want), diagList(diags))
+			}
+			for i, w := range tc.want {
+				if diags[i].Summary != w && !strings.HasPrefix(diags[i].Detail, w) {
+					t.Errorf("diagnostic %d = %s, want %q", i, diags[i], w)
+				}
+			}
+		})
+	}
+}
+
+// TestAnUnknownOfTheWrongTypeIsStillWrong: a typed variable without a value
+// has a known type, so using it where that type cannot go is reported.
+func TestAnUnknownOfTheWrongTypeIsStillWrong(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "main.hcl", `variable "hosts" { type = list(string) }
+variable "port" { type = string }
+job "j" {
+  nodes       = var.hosts
+  command     = ["a"]
+  master_port = var.port
+}
+`)
+	_, diags := Load(dir, LoadOptions{UnsetVariablesUnknown: true})
+	if len(diags) != 1 || diags[0].Summary != "Incorrect attribute value type" || diags[0].Subject.Start.Line != 4 ||
+		!strings.Contains(diags[0].Detail, `"nodes": number required`) {
+		t.Fatalf("want one type error at line 4 (a string may hold a port number), got\n%s", diagList(diags))
 	}
 }

@@ -26,6 +26,12 @@ func newCmdValidate(f *factory, runF func(*validateOptions) error) *cobra.Comman
 locals and references, and reports every problem it finds in one run, each
 with its file and line. It contacts no machine.
 
+A required variable (one without a default) that is given no value is not
+an error here, as in terraform validate: its value is unknown, what is
+computed from it is checked as far as it can be without it, and its
+validation rules are skipped. So a CI job without the secrets can validate.
+plan, apply and the other commands that need values still require them.
+
 Exit status: 0 when the configuration is valid (warnings allowed), 1 when not.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -78,7 +84,9 @@ func (v *varArgFlag) Set(s string) error {
 
 func validateRun(opts *validateOptions) error {
 	io := opts.f.IO
-	cfg, diags := config.Load(opts.dir, config.LoadOptions{Vars: opts.vars, Environ: opts.environ})
+	// As terraform validate does: a variable given no value is unknown, so
+	// that a configuration validates without its secrets.
+	cfg, diags := config.Load(opts.dir, config.LoadOptions{Vars: opts.vars, Environ: opts.environ, UnsetVariablesUnknown: true})
 	if opts.json {
 		if err := config.WriteDiagnosticsJSON(io.Out, diags); err != nil {
 			return err

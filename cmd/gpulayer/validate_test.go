@@ -90,7 +90,7 @@ job "j" {
 	}{
 		{[]string{"--var-file", zero, "--var", "nodes=2"}, 0},
 		{[]string{"--var", "nodes=2", "--var-file", zero}, 1},
-		{[]string{}, 1},
+		{[]string{}, 0}, // no value: unknown, as terraform validate has it
 	}
 	for _, tc := range tests {
 		io, _, _, errOut := iostreams.Test()
@@ -140,6 +140,56 @@ func TestValidateNeverPrintsASensitiveValue(t *testing.T) {
 			if !strings.Contains(all, "sensitive") {
 				t.Errorf("%v does not say a value was withheld:\n%s", args, all)
 			}
+		}
+	}
+}
+
+// TestValidateChecksWithoutValuesWherePlanNeedsThem is the CI job without
+// secrets: validate accepts variables given no value and still reports
+// the mistakes that do not depend on them; plan refuses to go on without
+// the values, naming each variable.
+func TestValidateChecksWithoutValuesWherePlanNeedsThem(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(`variable "nodes" { type = number }
+variable "address" { type = string }
+variable "token" { sensitive = true }
+fleet "lab" {
+  host "a1" { address = var.address }
+}
+job "train" {
+  nodes   = var.nodes
+  command = ["python", "train.py", "--token", var.token]
+}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	io, _, out, errOut := iostreams.Test()
+	if code := run([]string{"validate", dir}, io); code != 0 || !strings.Contains(out.String(), "Success!") {
+		t.Errorf("validate: exit %d, stdout %q, stderr:\n%s", code, out.String(), errOut.String())
+	}
+
+	bad := filepath.Join(t.TempDir(), "bad")
+	if err := os.MkdirAll(bad, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src, _ := os.ReadFile(filepath.Join(dir, "main.hcl"))
+	if err := os.WriteFile(filepath.Join(bad, "main.hcl"), append(src, "policy \"p\" { rank = \"fastest\" }\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	io, _, _, errOut = iostreams.Test()
+	if code := run([]string{"validate", bad}, io); code != 1 || !strings.Contains(errOut.String(), "Invalid value for rank") ||
+		strings.Count(errOut.String(), "Error: ") != 1 {
+		t.Errorf("validate of an independent mistake: exit %d, stderr:\n%s", code, errOut.String())
+	}
+
+	io, _, _, errOut = iostreams.Test()
+	state := filepath.Join(t.TempDir(), "state.json")
+	if code := run([]string{"plan", dir, "--state", state}, io); code != 1 {
+		t.Errorf("plan: exit %d, want 1", code)
+	}
+	for _, name := range []string{"nodes", "address", "token"} {
+		if want := "The variable \"" + name + "\" has no default and was given no value."; !strings.Contains(errOut.String(), want) {
+			t.Errorf("plan's stderr lacks %q:\n%s", want, errOut.String())
 		}
 	}
 }
