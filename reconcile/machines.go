@@ -58,15 +58,19 @@ func CreatedHost(f *config.Fleet, m state.Machine) *config.Host {
 }
 
 // PhysicalGroup is the network group of a machine the provider placed:
-// "cluster/block" or "cluster/block/sub-block", "" when the provider did
-// not say. The host is left out: two GPUs of one host are one machine.
+// the levels it named above the host, joined by "/" ("cluster/block",
+// "cluster/block/sub-block", or "block/sub-block" from GCP's physicalHost,
+// which names no cluster); "" when it named no block. The host is left
+// out: two GPUs of one host are one machine.
 func PhysicalGroup(p *state.PhysicalHost) string {
 	if p == nil || p.Block == "" {
 		return ""
 	}
-	parts := []string{p.Cluster, p.Block}
-	if p.SubBlock != "" {
-		parts = append(parts, p.SubBlock)
+	var parts []string
+	for _, level := range []string{p.Cluster, p.Block, p.SubBlock} {
+		if level != "" {
+			parts = append(parts, level)
+		}
 	}
 	return strings.Join(parts, "/")
 }
