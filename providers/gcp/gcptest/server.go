@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 
@@ -51,6 +52,8 @@ type Server struct {
 	policies     map[string]*policy // by project/region/name
 	insertFaults []Fault
 	opFaults     []Fault
+	callFaults   []Fault
+	pollFaults   []Fault
 	hang         bool
 	requests     map[string]int
 }
@@ -92,7 +95,12 @@ func Start(t testing.TB) *Server {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "notFound", "gcptest: no such API: "+r.Method+" "+r.URL.Path)
 	})
-	s.srv = httptest.NewServer(mux)
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.failCall(w, r) {
+			return
+		}
+		mux.ServeHTTP(w, r)
+	}))
 	s.URL = s.srv.URL
 	t.Cleanup(s.srv.Close)
 	return s
@@ -105,6 +113,35 @@ func (s *Server) Requests(method string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.requests[method]
+}
+
+// failCall answers r with the next FailCalls fault, if any, and says
+// whether it did.
+func (s *Server) failCall(w http.ResponseWriter, r *http.Request) bool {
+	s.mu.Lock()
+	f := pop(&s.callFaults)
+	if f != 0 {
+		s.count("failedCalls")
+	}
+	s.mu.Unlock()
+	if f == 0 {
+		return false
+	}
+	// The path names the project and the zone or region the message
+	// quotes: /compute/v1/projects/P/zones/Z/...
+	var project, zone string
+	parts := strings.Split(r.URL.Path, "/")
+	for i := 0; i+1 < len(parts); i++ {
+		switch parts[i] {
+		case "projects":
+			project = parts[i+1]
+		case "zones", "regions":
+			zone = parts[i+1]
+		}
+	}
+	e := f.failure(project, zone, "", "", "")
+	writeError(w, e.status, e.reason, e.message)
+	return true
 }
 
 // count records a request; the caller holds s.mu.
@@ -169,6 +206,8 @@ func statusName(code int) string {
 		return "NOT_FOUND"
 	case http.StatusConflict:
 		return "ALREADY_EXISTS"
+	case http.StatusTooManyRequests:
+		return "RESOURCE_EXHAUSTED"
 	case http.StatusServiceUnavailable:
 		return "UNAVAILABLE"
 	}
