@@ -15,7 +15,12 @@
 // of times and never past its context; one still refused after that is a
 // *RateLimitError. The package does not decide what to create: the planner
 // does; it does not retry a create that failed otherwise.
-
+//
+// A machine's record carries where it physically runs when Compute Engine
+// says (physicalHostTopology, else physicalHost read as the documented
+// blockId/subBlockId/hostId); it says so only for some machine types or in
+// a compact placement policy, and not always at insert, so List reports it
+// afresh on every call.
 //
 // Package gcptest is an in-process fake of the API for tests.
 package gcp
