@@ -63,7 +63,7 @@ func (pl *planner) planFleets() {
 		}
 		recorded := map[string]bool{}
 		var deletes, others []MachineChange
-		for _, m := range pl.st.Machines {
+		for _, m := range pl.machines {
 			if m.Fleet != f.Name {
 				continue
 			}
@@ -124,11 +124,28 @@ func (pl *planner) planFleets() {
 				pl.creating = append(pl.creating, creation{fleet: f, name: m.Name})
 			}
 		}
+		fc.PlacedByZone = pl.placedByZone(f.Name)
 		if len(fc.Machines) > 0 || fc.Existing > 0 || f.Count > 0 {
 			pl.plan.Fleets = append(pl.plan.Fleets, fc)
 		}
 	}
 	pl.removedFleets(declared)
+}
+
+// placedByZone names the recorded machines of fleet that can hold jobs
+// after this plan and whose provider reported no physical topology for
+// them (PhysicalGroup is ""), in number order, or nil: they are placed by
+// zone and the fleet's network group, not by block, which a reviewer of a
+// job that needs one block should know.
+func (pl *planner) placedByZone(fleet string) []string {
+	var out []string
+	for _, m := range pl.machines {
+		if _, gone := pl.machineGone[m.Name]; m.Fleet == fleet && !gone && PhysicalGroup(m.Physical) == "" {
+			out = append(out, m.Name)
+		}
+	}
+	slices.SortFunc(out, state.CompareMachineNames)
+	return out
 }
 
 // removedFleets deletes the recorded machines of fleets no longer declared

@@ -58,15 +58,61 @@ func CreatedHost(f *config.Fleet, m state.Machine) *config.Host {
 }
 
 // PhysicalGroup is the network group of a machine the provider placed:
-// "cluster/block" or "cluster/block/sub-block", "" when the provider did
-// not say. The host is left out: two GPUs of one host are one machine.
+// the levels it named above the host, joined by "/" ("cluster/block",
+// "cluster/block/sub-block", or "block/sub-block" from GCP's physicalHost,
+// which names no cluster); "" when it named no block. The host is left
+// out: two GPUs of one host are one machine.
 func PhysicalGroup(p *state.PhysicalHost) string {
 	if p == nil || p.Block == "" {
 		return ""
 	}
-	parts := []string{p.Cluster, p.Block}
-	if p.SubBlock != "" {
-		parts = append(parts, p.SubBlock)
+	var parts []string
+	for _, level := range []string{p.Cluster, p.Block, p.SubBlock} {
+		if level != "" {
+			parts = append(parts, level)
+		}
 	}
 	return strings.Join(parts, "/")
+}
+
+// ListedMachines is machines with each one's physical record as its
+// fleet's provider listed it at this refresh, and whether any changed.
+// Compute Engine reports where a machine runs only for some machine types
+// or placements, and not always as soon as it exists: a machine recorded
+// without it is placed by zone until a listing reports it, and by it from
+// then on. A listing that reports none (a stopped machine reports none)
+// leaves the record as it is, as does a fleet that was not listed.
+// machines itself is not changed.
+func ListedMachines(machines []state.Machine, listed map[string]Listing) ([]state.Machine, bool) {
+	out := slices.Clone(machines)
+	changed := false
+	for i, m := range out {
+		listing, ok := listed[m.Fleet]
+		if !ok || listing.Error != "" {
+			continue
+		}
+		j := slices.IndexFunc(listing.Machines, func(l state.Machine) bool { return l.Name == m.Name })
+		if j < 0 || listing.Machines[j].Physical == nil {
+			continue
+		}
+		if p := *listing.Machines[j].Physical; m.Physical == nil || *m.Physical != p {
+			out[i].Physical = &p
+			changed = true
+		}
+	}
+	return out, changed
+}
+
+// locatedSince says that a node recorded at loc on created machine h has
+// not moved although h is now placed by a physical topology: loc is where
+// h was placed before its provider reported one (its zone, and its fleet's
+// network group). gpulayer learnt where the machine is; the machine, and
+// the processes on it, stayed where they were, so its jobs are not
+// replaced for it.
+func locatedSince(h *host, loc state.Location) bool {
+	if !h.cfg.Created || h.loc.NetworkGroup == h.fleet.Location.NetworkGroup {
+		return false
+	}
+	byZone := state.Location{Region: h.loc.Region, Zone: h.loc.Zone, NetworkGroup: h.fleet.Location.NetworkGroup}
+	return loc == byZone
 }

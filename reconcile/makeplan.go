@@ -69,8 +69,10 @@ func MakePlan(in Input) *Plan {
 		Fleets:          []FleetChange{},
 		Warnings:        []string{},
 	}
-	// Created machines are hosts of their fleets from here on.
-	in.Config = WithMachines(in.Config, st.Machines)
+	// Created machines are hosts of their fleets from here on, located by
+	// their provider's record as this refresh listed it.
+	machines, _ := ListedMachines(st.Machines, in.Listed)
+	in.Config = WithMachines(in.Config, machines)
 	hosts, hostNames := hostsOf(in.Config, in.Facts)
 	p.Refresh.Hosts = len(hostNames)
 	p.Refresh.Problems = []HostProblem{}
@@ -82,7 +84,7 @@ func MakePlan(in Input) *Plan {
 		}
 	}
 
-	pl := planner{in: in, st: st, hosts: hosts, hostNames: hostNames, plan: p}
+	pl := planner{in: in, st: st, machines: machines, hosts: hosts, hostNames: hostNames, plan: p}
 	pl.planFleets()
 	pl.classify()
 	pl.place()
@@ -113,8 +115,11 @@ type verdict struct {
 }
 
 type planner struct {
-	in        Input
-	st        *state.State
+	in Input
+	st *state.State
+	// machines are state's created machines with the physical records
+	// this refresh listed (ListedMachines).
+	machines  []state.Machine
 	hosts     map[string]*host
 	hostNames []string
 	plan      *Plan
@@ -254,7 +259,7 @@ func (pl *planner) checkPrior(v *verdict) {
 		if taken := takenGPUs(h.facts, n.GPUs, j.RunID); len(taken) > 0 {
 			reasons = append(reasons, node(ReasonGPUsTaken, fmt.Sprintf("GPU %s on %s used by %s", topology.FormatList(taken), at, foreignWords(h.facts, taken, j.RunID))))
 		}
-		if now := stateLocation(h.loc); now != n.Location {
+		if now := stateLocation(h.loc); now != n.Location && !locatedSince(h, n.Location) {
 			reasons = append(reasons, node(ReasonLocationChanged, fmt.Sprintf("host %s moved from %s to %s", at, locationWords(n.Location), locationWords(now))))
 		}
 	}

@@ -215,6 +215,13 @@ type FleetChange struct {
 	// without it, state's record is taken as it is.
 	Listed bool   `json:"listed"`
 	Note   string `json:"note,omitempty"`
+	// PlacedByZone names the fleet's machines, of those that can hold jobs
+	// after this plan, whose provider reports no physical host topology
+	// (GCP reports one only for some machine types, or in a compact
+	// placement policy): they are placed by zone and the fleet's
+	// network_group, not by block. Number order; absent when there are
+	// none.
+	PlacedByZone []string `json:"placed_by_zone,omitempty"`
 }
 
 // MachineChange is one machine to create, delete or replace.

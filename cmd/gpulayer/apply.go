@@ -115,6 +115,12 @@ func applyRun(opts *applyOptions) error {
 		return err
 	}
 	if !made.plan.HasChanges() {
+		if made.located {
+			// Nothing to do, but where GCP now says machines run is
+			// recorded, so that a plan without a refresh (or from a saved
+			// plan's state) places them by it too.
+			return backend.Save(ctx, made.state, made.state.Serial)
+		}
 		return nil
 	}
 	if !opts.autoApprove {

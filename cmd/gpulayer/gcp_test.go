@@ -14,6 +14,7 @@ import (
 	"github.com/gpulayer/gpulayer/providers/gcp"
 	"github.com/gpulayer/gpulayer/providers/gcp/gcptest"
 	"github.com/gpulayer/gpulayer/providers/sandbox"
+	"github.com/gpulayer/gpulayer/reconcile"
 	"github.com/gpulayer/gpulayer/reconcile/state"
 )
 
@@ -272,6 +273,82 @@ func TestAMachineAKilledApplyMadeIsRecordedNotLeaked(t *testing.T) {
 	}
 	if code, out, errOut := runCmd(t, "apply", "--auto-approve", dir); code != 0 || len(fake.Instances()) != 1 {
 		t.Fatalf("next apply: exit %d, %d instances\n%s%s", code, len(fake.Instances()), out, errOut)
+	}
+	if code, out, errOut := runCmd(t, "destroy", "--auto-approve", dir); code != 0 || len(fake.Instances()) != 0 {
+		t.Fatalf("destroy: exit %d, %d instances left\n%s%s", code, len(fake.Instances()), out, errOut)
+	}
+}
+
+// TestGCPMachineThatGainsItsTopologyIsPlacedByItAndKeepsItsJob: GCP
+// reports no physical topology for an a2 machine at insert, and the plan
+// says its machine is placed by zone; once GCP reports one, the refresh
+// records it (an apply with nothing else to do saves it, so a plan
+// without a refresh knows it too), and the job placed on the machine by
+// zone keeps running: the machine did not move.
+func TestGCPMachineThatGainsItsTopologyIsPlacedByItAndKeepsItsJob(t *testing.T) {
+	dir, fake := gcpFleet(t, 1)
+	if code, out, errOut := runCmd(t, "apply", "--auto-approve", dir); code != 0 {
+		t.Fatalf("apply: exit %d\n%s%s", code, out, errOut)
+	}
+	const byZone = "no physical host topology reported for cloud-0; placed by zone, not by block"
+	if code, out, errOut := runCmd(t, "plan", dir); code != 0 || !strings.Contains(out, byZone) {
+		t.Errorf("plan: exit %d, want it to say %q\n%s%s", code, byZone, out, errOut)
+	}
+
+	fake.SetPhysical("cloud-0", &gcptest.PhysicalTopology{Cluster: "cl-a", Block: "blk-7", SubBlock: "sb-2", Host: "h-1"})
+	code, out, errOut := runCmd(t, "plan", "--detailed-exitcode", dir)
+	if code != 0 || strings.Contains(out, byZone) {
+		t.Errorf("plan once GCP reports the topology: exit %d (want 0: the job stays), want no %q\n%s%s", code, byZone, out, errOut)
+	}
+	if code, out, errOut := runCmd(t, "apply", "--auto-approve", dir); code != 0 {
+		t.Fatalf("apply with nothing to do: exit %d\n%s%s", code, out, errOut)
+	}
+	st := loadState(t, dir)
+	want := state.PhysicalHost{Cluster: "cl-a", Block: "blk-7", SubBlock: "sb-2", Host: "h-1"}
+	if len(st.Machines) != 1 || st.Machines[0].Physical == nil || *st.Machines[0].Physical != want {
+		t.Fatalf("state's machines %+v, want cloud-0 at %+v", st.Machines, want)
+	}
+	if j := st.Job("train"); j == nil || j.Status != state.JobRunning || j.Nodes[0].Location.NetworkGroup != "" {
+		t.Errorf("job train: %+v, want it running where it was placed, by zone", j)
+	}
+	if code, out, errOut := runCmd(t, "plan", "--refresh=false", dir); code != 0 || strings.Contains(out, byZone) {
+		t.Errorf("plan --refresh=false: exit %d, want no %q\n%s%s", code, byZone, out, errOut)
+	}
+
+	if code, out, errOut := runCmd(t, "destroy", "--auto-approve", dir); code != 0 || len(fake.Instances()) != 0 {
+		t.Fatalf("destroy: exit %d, %d instances left\n%s%s", code, len(fake.Instances()), out, errOut)
+	}
+}
+
+// TestGCPMachineWhoseTopologyAppearsBeforeItAnswersIsPlacedByIt: GCP
+// reports an A3 machine's topology only after the create has read the
+// machine; apply, waiting for it to answer SSH, reads it again, records
+// the topology and places the waiting job in its block.
+func TestGCPMachineWhoseTopologyAppearsBeforeItAnswersIsPlacedByIt(t *testing.T) {
+	dir, fake := gcpFleet(t, 1)
+	path := filepath.Join(dir, "cloud.hcl")
+	hcl, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(strings.Replace(string(hcl), "a2-highgpu-8g", "a3-highgpu-8g", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fake.Physical = func(int, string) *gcptest.PhysicalTopology {
+		return &gcptest.PhysicalTopology{Cluster: "cl-a", Block: "blk-7", SubBlock: "sb-2", Host: "h-1"}
+	}
+	fake.PhysicalReads = 1
+
+	if code, out, errOut := runCmd(t, "apply", "--auto-approve", dir); code != 0 {
+		t.Fatalf("apply: exit %d\n%s%s", code, out, errOut)
+	}
+
+	st := loadState(t, dir)
+	if len(st.Machines) != 1 || reconcile.PhysicalGroup(st.Machines[0].Physical) != "cl-a/blk-7/sb-2" {
+		t.Fatalf("state's machines %+v, want cloud-0 in cl-a/blk-7/sb-2", st.Machines)
+	}
+	if j := st.Job("train"); j == nil || j.Nodes[0].Location.NetworkGroup != "cl-a/blk-7/sb-2" {
+		t.Errorf("job train: %+v, want it placed in network group cl-a/blk-7/sb-2", j)
 	}
 	if code, out, errOut := runCmd(t, "destroy", "--auto-approve", dir); code != 0 || len(fake.Instances()) != 0 {
 		t.Fatalf("destroy: exit %d, %d instances left\n%s%s", code, len(fake.Instances()), out, errOut)

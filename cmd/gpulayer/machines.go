@@ -88,7 +88,8 @@ func executorFleets(prov providers.Provider, cfg *config.Config, st *state.State
 // awaitMachines waits, until the deadline or ctx ends, for the named
 // created machines to answer a probe. Each round asks the provider again
 // for the machine's record first: its host keys are published once it has
-// booted, and are pinned from then on. It returns the facts of those that
+// booted, and are pinned from then on; a physical topology reported since
+// the insert places it from then on. It returns the facts of those that
 // answered, and the state with the records it refreshed (saved).
 func awaitMachines(ctx context.Context, io *iostreams.IOStreams, in *planInputs, backend state.Backend, prov providers.Provider,
 	cfg *config.Config, st *state.State, names []string, wait time.Duration) ([]facts.Host, *state.State, error) {
@@ -125,8 +126,15 @@ func awaitMachines(ctx context.Context, io *iostreams.IOStreams, in *planInputs,
 			dctx, cancelDescribe := context.WithTimeout(bounded, listTimeout)
 			now, found, err := prov.Describe(dctx, f, name)
 			cancelDescribe()
-			if err == nil && found && !slices.Equal(now.HostKeys, st.Machines[i].HostKeys) {
+			if err != nil || !found {
+				continue
+			}
+			if !slices.Equal(now.HostKeys, st.Machines[i].HostKeys) {
 				st.Machines[i].HostKeys = now.HostKeys
+				changed = true
+			}
+			if ms, gained := reconcile.ListedMachines(st.Machines, map[string]reconcile.Listing{f.Name: {Machines: []state.Machine{now}}}); gained {
+				st.Machines = ms
 				changed = true
 			}
 		}

@@ -210,6 +210,9 @@ type madePlan struct {
 	// provider creates and deletes machines; nil when the configuration
 	// and state have none. The caller closes it.
 	provider providers.Provider
+	// located says the listing reported physical topologies that state
+	// did not record; state holds them, not yet saved.
+	located bool
 }
 
 // close releases what the plan holds open.
@@ -245,6 +248,7 @@ func makePlan(ctx context.Context, io *iostreams.IOStreams, in *planInputs, cfg 
 	cfg = reconcile.WithMachines(cfg, st.Machines)
 	var prov providers.Provider
 	var listed map[string]reconcile.Listing
+	located := false
 	refresh := reconcile.Refresh{Source: reconcile.RefreshProbe}
 	var doc *facts.Document
 	switch {
@@ -260,17 +264,28 @@ func makePlan(ctx context.Context, io *iostreams.IOStreams, in *planInputs, cfg 
 		}
 		doc = st.Facts
 	default:
-		// A probe prints about 10 KB; keep no more than a probe may print.
-		pool := ssh.NewPool(ssh.Options{Parallelism: in.parallelism, MaxOutputBytes: facts.MaxOutputBytes})
-		defer pool.Close()
-		if doc, err = reconcile.RefreshFacts(ctx, pool, cfg, st, refreshProbeOptions(io, in)); err != nil {
-			return nil, err
-		}
+		// The listing first: the physical topology it reports for a
+		// machine recorded without one (GCP reports it some time after
+		// the insert) locates the machine for the probe and the plan, and
+		// the state an apply saves records it.
 		if needsProvider(cfg, st) {
 			if prov, err = openProvider(ctx); err != nil {
 				return nil, err
 			}
 			listed = listMachines(ctx, prov, cfg, st)
+			if ms, changed := reconcile.ListedMachines(st.Machines, listed); changed {
+				st = st.Clone()
+				st.Machines = ms
+				cfg = reconcile.WithMachines(cfg, st.Machines)
+				located = true
+			}
+		}
+		// A probe prints about 10 KB; keep no more than a probe may print.
+		pool := ssh.NewPool(ssh.Options{Parallelism: in.parallelism, MaxOutputBytes: facts.MaxOutputBytes})
+		defer pool.Close()
+		if doc, err = reconcile.RefreshFacts(ctx, pool, cfg, st, refreshProbeOptions(io, in)); err != nil {
+			closeProvider(prov)
+			return nil, err
 		}
 		if err := ctx.Err(); err != nil {
 			closeProvider(prov)
@@ -294,7 +309,7 @@ func makePlan(ctx context.Context, io *iostreams.IOStreams, in *planInputs, cfg 
 	}
 	file.Config.Backend = remote
 	file.Commit = gitCommit(ctx, in.dir)
-	return &madePlan{plan: p, file: file, cfg: cfg, state: st, facts: doc, provider: prov}, nil
+	return &madePlan{plan: p, file: file, cfg: cfg, state: st, facts: doc, provider: prov, located: located}, nil
 }
 
 // refreshProbeOptions are the probe's options, with progress on stderr when it

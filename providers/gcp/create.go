@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	compute "cloud.google.com/go/compute/apiv1"
 	"cloud.google.com/go/compute/apiv1/computepb"
 
 	"github.com/gpulayer/gpulayer/config"
@@ -23,14 +24,15 @@ func (p *Provider) Create(ctx context.Context, fleet *config.Fleet, name, lineag
 		return state.Machine{}, err
 	}
 	action := fmt.Sprintf("create machine %q", name)
-	op, err := c.instances.Insert(ctx, &computepb.InsertInstanceRequest{
+	req := &computepb.InsertInstanceRequest{
 		Project: g.Project, Zone: g.Zone,
 		InstanceResource: instance(fleet, name, lineage, policy),
-	})
+	}
+	op, err := retried(ctx, p, action, g, func(ctx context.Context) (*compute.Operation, error) { return c.instances.Insert(ctx, req) })
 	if err != nil {
 		return state.Machine{}, apiError(err, action, g)
 	}
-	done, err := p.waitZone(ctx, c, g.Project, g.Zone, op.Proto())
+	done, err := p.waitZone(ctx, c, action, g, op.Proto())
 	if err != nil {
 		return state.Machine{}, apiError(err, action, g)
 	}

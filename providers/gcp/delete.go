@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 
+	compute "cloud.google.com/go/compute/apiv1"
 	"cloud.google.com/go/compute/apiv1/computepb"
 
 	"github.com/gpulayer/gpulayer/config"
@@ -20,14 +21,15 @@ func (p *Provider) Delete(ctx context.Context, fleet *config.Fleet, name string)
 	}
 	g := fleet.GCP
 	action := fmt.Sprintf("delete machine %q", name)
-	op, err := c.instances.Delete(ctx, &computepb.DeleteInstanceRequest{Project: g.Project, Zone: g.Zone, Instance: name})
+	req := &computepb.DeleteInstanceRequest{Project: g.Project, Zone: g.Zone, Instance: name}
+	op, err := retried(ctx, p, action, g, func(ctx context.Context) (*compute.Operation, error) { return c.instances.Delete(ctx, req) })
 	if httpStatus(err) == http.StatusNotFound {
 		return nil
 	}
 	if err != nil {
 		return apiError(err, action, g)
 	}
-	done, err := p.waitZone(ctx, c, g.Project, g.Zone, op.Proto())
+	done, err := p.waitZone(ctx, c, action, g, op.Proto())
 	if err != nil {
 		return apiError(err, action, g)
 	}

@@ -24,12 +24,14 @@ func (p *Provider) Describe(ctx context.Context, fleet *config.Fleet, name strin
 		return state.Machine{}, false, err
 	}
 	g := fleet.GCP
-	inst, err := c.instances.Get(ctx, &computepb.GetInstanceRequest{Project: g.Project, Zone: g.Zone, Instance: name})
+	action := fmt.Sprintf("describe machine %q", name)
+	req := &computepb.GetInstanceRequest{Project: g.Project, Zone: g.Zone, Instance: name}
+	inst, err := retried(ctx, p, action, g, func(ctx context.Context) (*computepb.Instance, error) { return c.instances.Get(ctx, req) })
 	if httpStatus(err) == http.StatusNotFound {
 		return state.Machine{}, false, nil
 	}
 	if err != nil {
-		return state.Machine{}, false, apiError(err, fmt.Sprintf("describe machine %q", name), g)
+		return state.Machine{}, false, apiError(err, action, g)
 	}
 	m := record(fleet.Name, g.Zone, inst)
 	if m.HostKeys, err = p.hostKeys(ctx, c, g, name); err != nil {
@@ -47,24 +49,33 @@ func (p *Provider) List(ctx context.Context, fleet *config.Fleet, lineage string
 		return nil, err
 	}
 	g := fleet.GCP
+	action := fmt.Sprintf("list machines of fleet %q", fleet.Name)
 	filter := fmt.Sprintf("labels.%s = %q AND labels.%s = %q", config.GCPLabelFleet, fleet.Name, config.GCPLabelLineage, lineage)
-	it := c.instances.List(ctx, &computepb.ListInstancesRequest{Project: g.Project, Zone: g.Zone, Filter: &filter})
-	var out []state.Machine
-	for {
-		inst, err := it.Next()
-		if errors.Is(err, iterator.Done) {
-			break
+	// A page refused with a rate limit starts the listing again from the
+	// first page: a listing is only reads, and page tokens need not
+	// outlive the pause.
+	out, err := retried(ctx, p, action, g, func(ctx context.Context) ([]state.Machine, error) {
+		it := c.instances.List(ctx, &computepb.ListInstancesRequest{Project: g.Project, Zone: g.Zone, Filter: &filter})
+		var out []state.Machine
+		for {
+			inst, err := it.Next()
+			if errors.Is(err, iterator.Done) {
+				return out, nil
+			}
+			if err != nil {
+				return nil, err
+			}
+			// The filter is the API's to apply; checked again so that a
+			// server that ignored it cannot hand another state's
+			// machines to this one.
+			if inst.GetLabels()[config.GCPLabelFleet] != fleet.Name || inst.GetLabels()[config.GCPLabelLineage] != lineage {
+				continue
+			}
+			out = append(out, record(fleet.Name, g.Zone, inst))
 		}
-		if err != nil {
-			return nil, apiError(err, fmt.Sprintf("list machines of fleet %q", fleet.Name), g)
-		}
-		// The filter is the API's to apply; checked again so that a
-		// server that ignored it cannot hand another state's machines
-		// to this one.
-		if inst.GetLabels()[config.GCPLabelFleet] != fleet.Name || inst.GetLabels()[config.GCPLabelLineage] != lineage {
-			continue
-		}
-		out = append(out, record(fleet.Name, g.Zone, inst))
+	})
+	if err != nil {
+		return nil, apiError(err, action, g)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
@@ -100,12 +111,16 @@ func validKey(typ, blob string) bool {
 // does not trust until it has pinned its keys.
 func (p *Provider) hostKeys(ctx context.Context, c *clients, g *config.GCP, name string) ([]string, error) {
 	q := hostKeyQuery
-	attrs, err := c.instances.GetGuestAttributes(ctx, &computepb.GetGuestAttributesInstanceRequest{Project: g.Project, Zone: g.Zone, Instance: name, QueryPath: &q})
+	action := fmt.Sprintf("read host keys of machine %q", name)
+	req := &computepb.GetGuestAttributesInstanceRequest{Project: g.Project, Zone: g.Zone, Instance: name, QueryPath: &q}
+	attrs, err := retried(ctx, p, action, g, func(ctx context.Context) (*computepb.GuestAttributes, error) {
+		return c.instances.GetGuestAttributes(ctx, req)
+	})
 	if httpStatus(err) == http.StatusNotFound {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, apiError(err, fmt.Sprintf("read host keys of machine %q", name), g)
+		return nil, apiError(err, action, g)
 	}
 	var keys []string
 	for _, item := range attrs.GetQueryValue().GetItems() {

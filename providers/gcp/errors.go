@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -25,6 +26,7 @@ const (
 	PermissionDenied          // the credentials may not do this
 	ImageNotFound             // the boot image or family does not exist or cannot be read
 	MachineTypeNotInZone      // the machine type is not offered in the zone
+	RateLimited               // the project made too many API requests in too short a time (HTTP 429, or 403 rateLimitExceeded)
 )
 
 func (k Kind) String() string {
@@ -39,6 +41,8 @@ func (k Kind) String() string {
 		return "image not found"
 	case MachineTypeNotInZone:
 		return "machine type not available in zone"
+	case RateLimited:
+		return "rate limited"
 	}
 	return "request failed"
 }
@@ -59,7 +63,10 @@ type Error struct {
 	Err         error  // the client library's error, if any
 }
 
-func (e *Error) Error() string {
+func (e *Error) Error() string { return e.text("") }
+
+// text is the error's message with detail, if any, before the hint.
+func (e *Error) text(detail string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "gcp: %s in project %q, zone %q (machine type %q): %s", e.Action, e.Project, e.Zone, e.MachineType, e.Kind)
 	if e.Message != "" {
@@ -72,6 +79,10 @@ func (e *Error) Error() string {
 		fmt.Fprintf(&b, " (HTTP %d)", e.Status)
 	case e.Reason != "":
 		fmt.Fprintf(&b, " (%s)", e.Reason)
+	}
+	if detail != "" {
+		b.WriteString("; ")
+		b.WriteString(detail)
 	}
 	if h := e.hint(); h != "" {
 		b.WriteString(". ")
@@ -96,6 +107,8 @@ func (e *Error) hint() string {
 		return fmt.Sprintf("Check the image %q: an image (projects/PROJECT/global/images/NAME) or family (projects/PROJECT/global/images/family/FAMILY) that exists and that you can read (gcloud compute images describe)", e.Image)
 	case MachineTypeNotInZone:
 		return fmt.Sprintf("See which machine types zone %q offers with `gcloud compute machine-types list --zones %s`, or pick another zone", e.Zone, e.Zone)
+	case RateLimited:
+		return fmt.Sprintf("Compute Engine limits the API requests project %q makes per minute: run the command again in a minute, create fewer machines at once, or ask for a higher rate quota of compute.googleapis.com (IAM & Admin > Quotas)", e.Project)
 	}
 	return ""
 }
@@ -107,9 +120,19 @@ func apiError(err error, action string, g *config.GCP) error {
 	if err == nil {
 		return nil
 	}
+	var rl *RateLimitError
+	if errors.As(err, &rl) {
+		return err // classified where the retries gave up
+	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("gcp: %s in project %q, zone %q: %w", action, g.Project, g.Zone, err)
 	}
+	return httpError(err, action, g)
+}
+
+// httpError is the *Error of a call that failed: the API's status, reason
+// and message when it answered, else the library's error as the message.
+func httpError(err error, action string, g *config.GCP) *Error {
 	e := newError(action, g)
 	e.Err = err
 	var ge *googleapi.Error
@@ -170,11 +193,17 @@ func (e *Error) finish() {
 
 // kindOf classifies an error by its reason or code, then its message:
 // Compute Engine is not consistent about which of them carries the cause.
-// Quota before permission (both are 403); permission before machine type
-// and image, whose names can appear in a permission's message.
+// A rate limit first: it is a 403 or a 429 whose message often reads
+// "Quota exceeded for quota metric 'Queries'", and unlike a quota it
+// passes by itself. Quota before permission (both are 403); permission
+// before machine type and image, whose names can appear in a permission's
+// message.
 func kindOf(status int, reason, message string) Kind {
 	r, m := strings.ToLower(reason), strings.ToLower(message)
 	switch {
+	case status == http.StatusTooManyRequests || r == "ratelimitexceeded" || r == "userratelimitexceeded" || r == "rate_limit_exceeded" ||
+		strings.Contains(m, "rate limit exceeded") || strings.Contains(m, "queries per") || strings.Contains(m, "requests per"):
+		return RateLimited
 	case r == "quotaexceeded" || r == "quota_exceeded" || strings.Contains(m, "quota") && strings.Contains(m, "exceeded"):
 		return QuotaExceeded
 	case strings.HasPrefix(r, "zone_resource_pool_exhausted") || strings.Contains(m, "zone_resource_pool_exhausted") ||

@@ -28,7 +28,11 @@ func TestKindOfReadsReasonCodeAndMessage(t *testing.T) {
 		{404, "notFound", "The resource 'projects/debian-cloud/global/images/family/debian-99' was not found", ImageNotFound},
 		{400, "invalid", "Invalid value for field 'resource.machineType': 'zones/z/machineTypes/a3-foo'. Machine type with name 'a3-foo' does not exist in zone 'z'.", MachineTypeNotInZone},
 		{0, "RESOURCE_NOT_FOUND", "The resource 'projects/p/zones/z/machineTypes/a2-highgpu-1g' was not found", MachineTypeNotInZone},
-		{429, "rateLimitExceeded", "Rate Limit Exceeded", Other},
+		{429, "rateLimitExceeded", "Rate Limit Exceeded", RateLimited},
+		{403, "rateLimitExceeded", "Quota exceeded for quota metric 'Queries' and limit 'Queries per minute' of service 'compute.googleapis.com' for consumer 'project_number:123'.", RateLimited},
+		{403, "userRateLimitExceeded", "User Rate Limit Exceeded", RateLimited},
+		{429, "", "Quota exceeded for quota metric 'Read requests' and limit 'Read requests per minute per region'", RateLimited},
+		{403, "quotaExceeded", "Quota exceeded for quota metric 'Queries' and limit 'Queries per 100 seconds'", RateLimited},
 		{500, "backendError", "Internal error. Please try again.", Other},
 	} {
 		if got := kindOf(tc.status, tc.reason, tc.message); got != tc.want {

@@ -75,9 +75,6 @@ func TestCreateSendsLabelsMetadataAcceleratorsAndSpotScheduling(t *testing.T) {
 	srv.Addresses = func(i int, name string) (string, string) {
 		return fmt.Sprintf("10.128.0.%d", 10+i), fmt.Sprintf("35.1.2.%d", 10+i)
 	}
-	srv.Physical = func(i int, name string) *gcptest.PhysicalTopology {
-		return &gcptest.PhysicalTopology{Cluster: "cl-a", Block: "blk-7", SubBlock: "sb-2", Host: "h-" + name}
-	}
 	srv.HostKeys = func(i int, name string) []gcptest.KeyValue {
 		return []gcptest.KeyValue{
 			{Key: "ssh-rsa", Value: "AAAAB3NzaC1yc2EAAAADAQABAAABAQ=="},
@@ -146,7 +143,6 @@ func TestCreateSendsLabelsMetadataAcceleratorsAndSpotScheduling(t *testing.T) {
 		ID: "1000000", Zone: zone, Region: "us-central1",
 		InternalIP: "10.128.0.10", ExternalIP: "35.1.2.10",
 		Status: "RUNNING", Spot: true, CreatedAt: m.CreatedAt,
-		Physical: &state.PhysicalHost{Cluster: "cl-a", Block: "blk-7", SubBlock: "sb-2", Host: "h-trainers-0"},
 		HostKeys: []string{"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl", "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQ=="},
 	}
 	if !reflect.DeepEqual(m, want) {

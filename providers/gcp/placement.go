@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 
+	compute "cloud.google.com/go/compute/apiv1"
 	"cloud.google.com/go/compute/apiv1/computepb"
 	"google.golang.org/protobuf/proto"
 
@@ -43,7 +44,8 @@ func (p *Provider) ensurePolicy(ctx context.Context, c *clients, fleet *config.F
 	name, reg := policyName(fleet.Name), region(g.Zone)
 	url := fmt.Sprintf("projects/%s/regions/%s/resourcePolicies/%s", g.Project, reg, name)
 	action := fmt.Sprintf("find placement policy %q", name)
-	_, err := c.policies.Get(ctx, &computepb.GetResourcePolicyRequest{Project: g.Project, Region: reg, ResourcePolicy: name})
+	get := &computepb.GetResourcePolicyRequest{Project: g.Project, Region: reg, ResourcePolicy: name}
+	_, err := retried(ctx, p, action, g, func(ctx context.Context) (*computepb.ResourcePolicy, error) { return c.policies.Get(ctx, get) })
 	if err == nil {
 		return url, nil
 	}
@@ -57,21 +59,22 @@ func (p *Provider) ensurePolicy(ctx context.Context, c *clients, fleet *config.F
 		group.AvailabilityDomainCount = proto.Int32(int32(min(max(fleet.Count, minDomains), maxDomains)))
 	}
 	action = fmt.Sprintf("create %s placement policy %q", g.Placement, name)
-	op, err := c.policies.Insert(ctx, &computepb.InsertResourcePolicyRequest{
+	insert := &computepb.InsertResourcePolicyRequest{
 		Project: g.Project, Region: reg,
 		ResourcePolicyResource: &computepb.ResourcePolicy{
 			Name:                 proto.String(name),
 			Description:          proto.String("gpulayer placement of fleet " + fleet.Name),
 			GroupPlacementPolicy: group,
 		},
-	})
+	}
+	op, err := retried(ctx, p, action, g, func(ctx context.Context) (*compute.Operation, error) { return c.policies.Insert(ctx, insert) })
 	if httpStatus(err) == http.StatusConflict {
 		return url, nil
 	}
 	if err != nil {
 		return "", apiError(err, action, g)
 	}
-	done, err := p.waitRegion(ctx, c, g.Project, reg, op.Proto())
+	done, err := p.waitRegion(ctx, c, action, g, reg, op.Proto())
 	if err != nil {
 		return "", apiError(err, action, g)
 	}

@@ -33,12 +33,22 @@ type Options struct {
 	// PollInterval is the pause between polls of an operation; 0 means
 	// DefaultPollInterval.
 	PollInterval time.Duration
+	// RateLimitBackoff is the first pause before a call Compute Engine
+	// refused with a rate limit is made again (it doubles after each
+	// refusal); 0 means DefaultRateLimitBackoff.
+	RateLimitBackoff time.Duration
+	// RateLimitAttempts bounds the calls made of one request that keeps
+	// being rate limited, the first included; 0 means
+	// DefaultRateLimitAttempts.
+	RateLimitAttempts int
 }
 
 // Provider is the GCP provider. Its methods are safe for concurrent use.
 type Provider struct {
 	endpoint string
 	poll     time.Duration
+	backoff  time.Duration // first pause after a rate-limited call
+	attempts int           // calls of one request while it is rate limited
 
 	mu      sync.Mutex
 	clients map[string]*clients // by endpoint, "" for Google's
@@ -56,7 +66,14 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	if opts.PollInterval <= 0 {
 		opts.PollInterval = DefaultPollInterval
 	}
-	return &Provider{endpoint: opts.Endpoint, poll: opts.PollInterval, clients: map[string]*clients{}}, nil
+	if opts.RateLimitBackoff <= 0 {
+		opts.RateLimitBackoff = DefaultRateLimitBackoff
+	}
+	if opts.RateLimitAttempts <= 0 {
+		opts.RateLimitAttempts = DefaultRateLimitAttempts
+	}
+	return &Provider{endpoint: opts.Endpoint, poll: opts.PollInterval, backoff: opts.RateLimitBackoff, attempts: opts.RateLimitAttempts,
+		clients: map[string]*clients{}}, nil
 }
 
 // clients are the API clients of one endpoint.

@@ -45,22 +45,58 @@ func record(fleet, zone string, inst *computepb.Instance) state.Machine {
 	return m
 }
 
-// physical is where the instance runs. The library (compute v1.75) offers
-// resourceStatus.physicalHostTopology (cluster, block, subblock, host),
-// which is used when present; physicalHost, a "/CLUSTER/BLOCK/HOST" string
-// older instances and API versions report, is the fallback.
+// physical is where the instance runs, or nil when Compute Engine does not
+// say: it reports it only for some machine types (A3 High, Mega and Ultra,
+// A4, A4X, H4D) and for machines in a compact placement policy, and not
+// always as soon as the machine exists. resourceStatus.physicalHostTopology
+// (cluster, block, sub-block, host) is used when present; physicalHost, the
+// older field, is the fallback (physicalHost). The IDs come from the
+// network and become a network group and state: they are sanitized like
+// any text of the API.
 func physical(rs *computepb.ResourceStatus) *state.PhysicalHost {
 	if t := rs.GetPhysicalHostTopology(); t != nil {
-		h := &state.PhysicalHost{Cluster: t.GetCluster(), Block: t.GetBlock(), SubBlock: t.GetSubblock(), Host: t.GetHost()}
+		h := &state.PhysicalHost{Cluster: sanitize(t.GetCluster()), Block: sanitize(t.GetBlock()), SubBlock: sanitize(t.GetSubblock()), Host: sanitize(t.GetHost())}
 		if *h != (state.PhysicalHost{}) {
 			return h
 		}
 	}
-	parts := strings.Split(strings.Trim(rs.GetPhysicalHost(), "/"), "/")
-	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+	return physicalHost(rs.GetPhysicalHost())
+}
+
+// physicalHost reads resourceStatus.physicalHost, which the API documents
+// as "blockId/subBlockId/hostId" (gcloud shows it with a leading slash:
+// "/BLOCK/SUBBLOCK/HOST"). Its segments go from the coarsest level to the
+// host, which is always the last: three are block, sub-block and host;
+// four, a cluster before them; two, a block and a host; one, the host
+// alone (the opaque ID older API versions gave), which groups nothing. Any
+// other form, or an empty segment, is not guessed at: nil, and the
+// machine is placed by zone.
+//
+// Records made before this reading took three segments for cluster, block
+// and host; PhysicalGroup joins the levels present, so the network group
+// of such a machine ("A/B") is the same either way.
+func physicalHost(s string) *state.PhysicalHost {
+	s = strings.Trim(s, "/")
+	if s == "" {
 		return nil
 	}
-	return &state.PhysicalHost{Cluster: parts[0], Block: parts[1], Host: parts[2]}
+	parts := strings.Split(s, "/")
+	for i, p := range parts {
+		if parts[i] = sanitize(p); parts[i] == "" {
+			return nil
+		}
+	}
+	switch len(parts) {
+	case 1:
+		return &state.PhysicalHost{Host: parts[0]}
+	case 2:
+		return &state.PhysicalHost{Block: parts[0], Host: parts[1]}
+	case 3:
+		return &state.PhysicalHost{Block: parts[0], SubBlock: parts[1], Host: parts[2]}
+	case 4:
+		return &state.PhysicalHost{Cluster: parts[0], Block: parts[1], SubBlock: parts[2], Host: parts[3]}
+	}
+	return nil
 }
 
 // lastSegment is the name at the end of a resource URL.

@@ -76,6 +76,9 @@ func Markdown(w io.Writer, p *reconcile.Plan) error {
 			}
 			fmt.Fprintf(bw, "  - %s %s: %s\n", mdSymbol(m.Action), mdText(line), mdText(reasonWords(m.Reasons)))
 		}
+		if len(f.PlacedByZone) > 0 {
+			fmt.Fprintf(bw, "  - %s\n", mdText(placedByZoneWords(f)))
+		}
 		if f.Note != "" {
 			fmt.Fprintf(bw, "  - %s\n", mdText(f.Note))
 		}

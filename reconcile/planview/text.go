@@ -378,9 +378,18 @@ func writeFleet(w *bufio.Writer, f reconcile.FleetChange, st styles) {
 		}
 		fmt.Fprintf(w, ": %s\n", clean(reasonWords(m.Reasons)))
 	}
+	if len(f.PlacedByZone) > 0 {
+		fmt.Fprintf(w, "      %s\n", clean(placedByZoneWords(f)))
+	}
 	if f.Note != "" {
 		fmt.Fprintf(w, "      %s\n", clean(f.Note))
 	}
+}
+
+// placedByZoneWords is "no physical host topology reported for cloud-0,
+// cloud-1; placed by zone, not by block".
+func placedByZoneWords(f reconcile.FleetChange) string {
+	return "no physical host topology reported for " + strings.Join(f.PlacedByZone, ", ") + "; placed by zone, not by block"
 }
 
 // fleetWords is "2 of 4 machines exist; 2 to create, 1 to delete".

@@ -25,6 +25,14 @@ const (
 	// MachineTypeNotFound: 404 notFound on the machine type; operation
 	// RESOURCE_NOT_FOUND.
 	MachineTypeNotFound
+	// RateLimit: 429 rateLimitExceeded, with the message of a per-minute
+	// request quota ("Quota exceeded for quota metric 'Queries'..."), as
+	// Compute Engine answers a project that calls too often; operation
+	// RATE_LIMIT_EXCEEDED.
+	RateLimit
+	// RateLimitForbidden: the older form of the same, 403
+	// rateLimitExceeded "Rate Limit Exceeded".
+	RateLimitForbidden
 )
 
 // FailInsert makes the next n instance inserts fail with f's HTTP error.
@@ -43,6 +51,28 @@ func (s *Server) FailInsertOperation(n int, f Fault) {
 	defer s.mu.Unlock()
 	for range n {
 		s.opFaults = append(s.opFaults, f)
+	}
+}
+
+// FailCalls makes the next n API calls, of any method (polls, gets and
+// lists included), answer f's HTTP error without reaching their handler;
+// Requests("failedCalls") counts them. With RateLimit, it is a project
+// over its API rate limit.
+func (s *Server) FailCalls(n int, f Fault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for range n {
+		s.callFaults = append(s.callFaults, f)
+	}
+}
+
+// FailPolls makes the next n polls of an operation (zone or region) answer
+// f's HTTP error; the operation stays as it was.
+func (s *Server) FailPolls(n int, f Fault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for range n {
+		s.pollFaults = append(s.pollFaults, f)
 	}
 }
 
@@ -89,6 +119,11 @@ func (f Fault) failure(project, zone, name, machineType, image string) failure {
 	case MachineTypeNotFound:
 		return failure{http.StatusNotFound, "notFound", "RESOURCE_NOT_FOUND",
 			fmt.Sprintf("The resource 'projects/%s/%s' was not found", project, machineType)}
+	case RateLimit:
+		return failure{http.StatusTooManyRequests, "rateLimitExceeded", "RATE_LIMIT_EXCEEDED",
+			fmt.Sprintf("Quota exceeded for quota metric 'Queries' and limit 'Queries per minute' of service 'compute.googleapis.com' for consumer 'project:%s'.", project)}
+	case RateLimitForbidden:
+		return failure{http.StatusForbidden, "rateLimitExceeded", "RATE_LIMIT_EXCEEDED", "Rate Limit Exceeded"}
 	}
 	return failure{http.StatusInternalServerError, "backendError", "INTERNAL_ERROR", "gcptest: unknown fault"}
 }

@@ -19,6 +19,10 @@ type instance struct {
 	project, zone string
 	index         int
 	pb            *computepb.Instance
+	// physical is the topology Compute Engine reports once the instance
+	// has been read PhysicalReads times; reads counts its gets and lists.
+	physical *computepb.ResourceStatus
+	reads    int
 }
 
 // Instance is a snapshot of an instance and of what its insert carried.
@@ -186,12 +190,83 @@ func (s *Server) complete(in *instance) {
 			}
 		}
 	}
-	if s.Physical != nil {
-		if t := s.Physical(i, name); t != nil {
-			pb.ResourceStatus = &computepb.ResourceStatus{PhysicalHostTopology: &computepb.ResourceStatusPhysicalHostTopology{
-				Cluster: proto.String(t.Cluster), Block: proto.String(t.Block),
-				Subblock: proto.String(t.SubBlock), Host: proto.String(t.Host),
-			}}
+	if s.Physical != nil && s.reportsPhysical(in) {
+		if rs := s.Physical(i, name).resourceStatus(); s.PhysicalReads <= 0 {
+			pb.ResourceStatus = rs
+		} else {
+			in.physical = rs
+		}
+	}
+}
+
+// read notes a get or list of in, and reports its topology from the read
+// after the PhysicalReads-th on; the caller holds s.mu.
+func (s *Server) read(in *instance) {
+	in.reads++
+	if in.physical != nil && in.reads > s.PhysicalReads {
+		in.pb.ResourceStatus, in.physical = in.physical, nil
+	}
+}
+
+// topologyTypes are the machine types, by prefix, that Compute Engine
+// reports a physical topology for (docs: "View VM topology"): A3 High
+// with 8 GPUs, A3 Mega, A3 Ultra, A4, A4X (and A4X Max), H4D.
+var topologyTypes = []string{"a3-highgpu-8g", "a3-megagpu-", "a3-ultragpu-", "a4-", "a4x-", "h4d-"}
+
+// reportsPhysical says whether Compute Engine reports where instance in
+// runs: for some machine types, and for any instance in a compact
+// placement policy. The caller holds s.mu.
+func (s *Server) reportsPhysical(in *instance) bool {
+	mt := in.pb.GetMachineType()
+	mt = mt[strings.LastIndexByte(mt, '/')+1:]
+	for _, prefix := range topologyTypes {
+		if strings.HasPrefix(mt, prefix) {
+			return true
+		}
+	}
+	for _, url := range in.pb.GetResourcePolicies() {
+		// projects/P/regions/R/resourcePolicies/N, maybe after a host.
+		parts := strings.Split(url[max(strings.Index(url, "projects/"), 0):], "/")
+		if len(parts) != 6 || parts[0] != "projects" || parts[2] != "regions" || parts[4] != "resourcePolicies" {
+			continue
+		}
+		if p, ok := s.policies[key(parts[1], parts[3], parts[5])]; ok && p.pb.GetGroupPlacementPolicy().GetCollocation() == "COLLOCATED" {
+			return true
+		}
+	}
+	return false
+}
+
+// resourceStatus is how Compute Engine reports t; nil for nil.
+func (t *PhysicalTopology) resourceStatus() *computepb.ResourceStatus {
+	if t == nil {
+		return nil
+	}
+	var path string
+	for _, level := range []string{t.Block, t.SubBlock, t.Host} {
+		if level != "" {
+			path += "/" + level
+		}
+	}
+	rs := &computepb.ResourceStatus{PhysicalHost: proto.String(path)}
+	if !t.OnlyPhysicalHost {
+		rs.PhysicalHostTopology = &computepb.ResourceStatusPhysicalHostTopology{
+			Cluster: proto.String(t.Cluster), Block: proto.String(t.Block),
+			Subblock: proto.String(t.SubBlock), Host: proto.String(t.Host),
+		}
+	}
+	return rs
+}
+
+// SetPhysical makes instance name report t as where it runs from now on,
+// whatever its machine type (nil: nothing), as Compute Engine does when it
+// reports a topology some time after the insert.
+func (s *Server) SetPhysical(name string, t *PhysicalTopology) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, in := range s.instances {
+		if in.pb.GetName() == name {
+			in.pb.ResourceStatus, in.physical = t.resourceStatus(), nil
 		}
 	}
 }
@@ -206,6 +281,7 @@ func (s *Server) getInstance(w http.ResponseWriter, r *http.Request) {
 		notFound(w, fmt.Sprintf("projects/%s/zones/%s/instances/%s", project, zone, name))
 		return
 	}
+	s.read(in)
 	writeProto(w, in.pb)
 }
 
@@ -278,7 +354,9 @@ func (s *Server) listInstances(w http.ResponseWriter, r *http.Request) {
 	end := min(start+size, len(names))
 	list := &computepb.InstanceList{Id: proto.String("projects/" + project + "/zones/" + zone + "/instances")}
 	for _, name := range names[start:end] {
-		list.Items = append(list.Items, s.instances[key(project, zone, name)].pb)
+		in := s.instances[key(project, zone, name)]
+		s.read(in)
+		list.Items = append(list.Items, in.pb)
 	}
 	if end < len(names) {
 		list.NextPageToken = proto.String(strconv.Itoa(end))

@@ -85,6 +85,11 @@ func (s *Server) getOperation(method string) http.HandlerFunc {
 		defer s.mu.Unlock()
 		s.count(method)
 		location := r.PathValue("zone") + r.PathValue("region")
+		if f := pop(&s.pollFaults); f != 0 {
+			e := f.failure(r.PathValue("project"), location, "", "", "")
+			writeError(w, e.status, e.reason, e.message)
+			return
+		}
 		op, ok := s.ops[r.PathValue("name")]
 		if !ok || op.scope != [2]string{r.PathValue("project"), location} {
 			writeError(w, http.StatusNotFound, "notFound", fmt.Sprintf("The resource 'projects/%s/.../operations/%s' was not found", r.PathValue("project"), r.PathValue("name")))

@@ -3,6 +3,10 @@
 // region operations, resource policies, guest attributes) for the real
 // client library, with knobs to inject the errors users hit.
 //
+// Like Compute Engine, it reports where an instance runs (its physical
+// topology) only for some machine types or in a compact placement policy;
+// SetPhysical makes it appear later, as it can after an insert.
+//
 // Operations are returned PENDING and end on a later poll, so that callers
 // must wait for them; an injected operation fault ends one DONE with an
 // error field behind a 200, as Compute Engine does.
@@ -12,6 +16,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 
@@ -28,9 +33,17 @@ type Server struct {
 	// Addresses gives the i-th created instance (from 0) its internal and
 	// external IPs; nil means 10.0.0.(i+1) and 34.0.0.(i+1).
 	Addresses func(i int, name string) (internal, external string)
-	// Physical gives the i-th created instance its physical topology; nil,
-	// or a nil result, means none is reported.
+	// Physical gives the i-th created instance its physical topology, as
+	// Compute Engine reports it: only for the machine types it reports it
+	// for (A3 High with 8 GPUs, A3 Mega and Ultra, A4, A4X, H4D) and for
+	// instances in a compact (COLLOCATED) placement policy; for any other,
+	// or a nil result, none is reported. SetPhysical changes it later.
 	Physical func(i int, name string) *PhysicalTopology
+	// PhysicalReads is how many reads (gets and lists) of an instance
+	// answer without the topology Physical gives it before it is
+	// reported, as Compute Engine does not always report it at insert; 0
+	// means from the insert on.
+	PhysicalReads int
 	// HostKeys gives the host keys the i-th instance's guest agent
 	// published; none means getGuestAttributes answers 404, as before the
 	// agent runs.
@@ -51,13 +64,21 @@ type Server struct {
 	policies     map[string]*policy // by project/region/name
 	insertFaults []Fault
 	opFaults     []Fault
+	callFaults   []Fault
+	pollFaults   []Fault
 	hang         bool
 	requests     map[string]int
 }
 
-// PhysicalTopology is what resourceStatus.physicalHostTopology reports.
+// PhysicalTopology is where an instance runs: resourceStatus reports it
+// as physicalHostTopology and as physicalHost, "/BLOCK/SUBBLOCK/HOST" (the
+// documented blockId/subBlockId/hostId, with the leading slash gcloud
+// shows).
 type PhysicalTopology struct {
 	Cluster, Block, SubBlock, Host string
+	// OnlyPhysicalHost reports physicalHost without physicalHostTopology,
+	// as API versions before the topology did.
+	OnlyPhysicalHost bool
 }
 
 // KeyValue is a guest attribute: Key is the SSH key type, Value the
@@ -92,7 +113,12 @@ func Start(t testing.TB) *Server {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "notFound", "gcptest: no such API: "+r.Method+" "+r.URL.Path)
 	})
-	s.srv = httptest.NewServer(mux)
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.failCall(w, r) {
+			return
+		}
+		mux.ServeHTTP(w, r)
+	}))
 	s.URL = s.srv.URL
 	t.Cleanup(s.srv.Close)
 	return s
@@ -105,6 +131,35 @@ func (s *Server) Requests(method string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.requests[method]
+}
+
+// failCall answers r with the next FailCalls fault, if any, and says
+// whether it did.
+func (s *Server) failCall(w http.ResponseWriter, r *http.Request) bool {
+	s.mu.Lock()
+	f := pop(&s.callFaults)
+	if f != 0 {
+		s.count("failedCalls")
+	}
+	s.mu.Unlock()
+	if f == 0 {
+		return false
+	}
+	// The path names the project and the zone or region the message
+	// quotes: /compute/v1/projects/P/zones/Z/...
+	var project, zone string
+	parts := strings.Split(r.URL.Path, "/")
+	for i := 0; i+1 < len(parts); i++ {
+		switch parts[i] {
+		case "projects":
+			project = parts[i+1]
+		case "zones", "regions":
+			zone = parts[i+1]
+		}
+	}
+	e := f.failure(project, zone, "", "", "")
+	writeError(w, e.status, e.reason, e.message)
+	return true
 }
 
 // count records a request; the caller holds s.mu.
@@ -169,6 +224,8 @@ func statusName(code int) string {
 		return "NOT_FOUND"
 	case http.StatusConflict:
 		return "ALREADY_EXISTS"
+	case http.StatusTooManyRequests:
+		return "RESOURCE_EXHAUSTED"
 	case http.StatusServiceUnavailable:
 		return "UNAVAILABLE"
 	}
