@@ -147,7 +147,7 @@ func running(t *testing.T, st *state.State, doc *facts.Document, cfg *config.Con
 		pid := 4000 + 100*rank + len(st.Jobs)*10
 		var addr string
 		var port int
-		for _, f := range cfg.Fleets {
+		for _, f := range reconcile.WithMachines(cfg, st.Machines).Fleets {
 			for _, h := range f.Hosts {
 				if h.Name == hostName {
 					addr, port = h.Address, h.Port
