@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"github.com/gpulayer/gpulayer/internal/inputfile"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -226,6 +227,11 @@ func encode(s *State) ([]byte, error) {
 // succeeded. Every backend writes through it, so that the same state gives
 // the same bytes wherever it is kept.
 func Next(s *State, expected uint64, version string) (*State, []byte, error) {
+	if expected == math.MaxUint64 {
+		// Serial 0 means "no state yet": a wrapped serial would be
+		// refused by every later read, and the document lost.
+		return nil, nil, ErrSerialExhausted
+	}
 	next := *s
 	next.FormatVersion = FormatVersion
 	next.Serial = expected + 1
@@ -245,6 +251,11 @@ func Next(s *State, expected uint64, version string) (*State, []byte, error) {
 	data, err := encode(&next)
 	return &next, data, err
 }
+
+// ErrSerialExhausted is a save refused because the state's serial is
+// already the largest there is.
+var ErrSerialExhausted = errors.New("state serial is at its maximum (2^64-1): no later version can be numbered, so nothing was saved; " +
+	"copy it to a file (gpulayer state pull FILE), set its \"serial\" to 1 there, and push it to an empty backend (gpulayer state push FILE)")
 
 // Saved records in s what a successful write of next gave it.
 func Saved(s, next *State) {

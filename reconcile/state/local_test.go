@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -413,5 +414,35 @@ func TestSaveAndLoadYieldToACancelledContext(t *testing.T) {
 	}
 	if _, err := os.Stat(l.Path()); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a cancelled save wrote: %v", err)
+	}
+}
+
+// TestASaveAtTheLastSerialIsRefusedAndLosesNothing: a state at serial
+// 2^64-1 reads as it is; saving it is refused with a clear error instead
+// of wrapping to 0 (which every later read would refuse), and the file
+// is left as it was.
+func TestASaveAtTheLastSerialIsRefusedAndLosesNothing(t *testing.T) {
+	l := NewLocal(DefaultPath(t.TempDir()))
+	s := sample()
+	mustSave(t, l, s, 0)
+	at := mustLoad(t, l)
+	at.Serial = math.MaxUint64
+	if err := os.WriteFile(l.Path(), mustEncode(t, at), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	loaded := mustLoad(t, l)
+	if loaded.Serial != math.MaxUint64 {
+		t.Fatalf("serial %d", loaded.Serial)
+	}
+	before := readFile(t, l.Path())
+	err := l.Save(context.Background(), loaded, loaded.Serial)
+	if !errors.Is(err, ErrSerialExhausted) || !strings.Contains(err.Error(), "state push") {
+		t.Fatalf("Save = %v, want ErrSerialExhausted", err)
+	}
+	if !bytes.Equal(readFile(t, l.Path()), before) {
+		t.Error("the refused save changed the file")
+	}
+	if got := mustLoad(t, l); got.Serial != math.MaxUint64 {
+		t.Errorf("after the refusal the state reads at serial %d", got.Serial)
 	}
 }
