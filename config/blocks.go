@@ -101,9 +101,12 @@ func (l *loader) checkIdentifier(kind, name string, rng hcl.Range) bool {
 	return false
 }
 
-// checkName checks the name of a fleet, host or job, which appears in
-// plans, state and process names: letters, digits, '.', '_' and '-'.
-func (l *loader) checkName(kind, name string, rng hcl.Range) bool {
+// ValidName reports whether name can name a fleet, host or job, which
+// appear in plans, state, process names and paths on machines: up to 63
+// letters, digits, '.', '_' and '-', starting with a letter or digit (so
+// never "..", "/" or an empty path element). A saved plan's names are
+// checked with it too.
+func ValidName(name string) bool {
 	ok := name != "" && len(name) <= 63
 	for i, r := range name {
 		alnum := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
@@ -111,7 +114,12 @@ func (l *loader) checkName(kind, name string, rng hcl.Range) bool {
 			ok = false
 		}
 	}
-	if ok {
+	return ok
+}
+
+// checkName checks the name of a fleet, host or job with ValidName.
+func (l *loader) checkName(kind, name string, rng hcl.Range) bool {
+	if ValidName(name) {
 		return true
 	}
 	l.add(&hcl.Diagnostic{

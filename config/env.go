@@ -47,11 +47,12 @@ func validEnvName(name string) bool {
 	return name != ""
 }
 
-// envNameProblem is the summary and the reason why name cannot be the
-// name of a job's environment variable; both empty when it can be.
+// EnvNameProblem is the summary and the reason why name cannot be the
+// name of a job's environment variable; both empty when it can be. A
+// saved plan's job environments are checked with it too.
 // gpulayer's own variables (MASTER_ADDR, GPULAYER_RUN_ID, ...) are not
 // refused: they win over the job's (docs/apply.md).
-func envNameProblem(name string) (summary, reason string) {
+func EnvNameProblem(name string) (summary, reason string) {
 	switch {
 	case !validEnvName(name):
 		reason = "a name is a letter or an underscore, then letters, digits and underscores ([A-Za-z_][A-Za-z0-9_]*); sh cannot export any other name"
@@ -94,7 +95,7 @@ func (d *decoder) checkEnvNames(attr *hcl.Attribute, env cty.Value) {
 	for it := env.ElementIterator(); it.Next(); {
 		k, _ := it.Element()
 		name := k.AsString()
-		summary, reason := envNameProblem(name)
+		summary, reason := EnvNameProblem(name)
 		if summary == "" {
 			continue
 		}

@@ -23,7 +23,7 @@ func TestEnvNamesAreThoseShCanExportToTheProgram(t *testing.T) {
 		"PPID": reserved, "SHELLOPTS": reserved, "BASHOPTS": reserved, "BASH_VERSINFO": reserved,
 		"gpulayer_port": reserved, "gpulayer_": reserved,
 	} {
-		summary, reason := envNameProblem(name)
+		summary, reason := EnvNameProblem(name)
 		if summary != want {
 			t.Errorf("%q: summary %q, want %q", name, summary, want)
 		}

@@ -260,3 +260,66 @@ func TestARunOnAHostRemovedFromTheConfigurationIsStopped(t *testing.T) {
 		t.Errorf("processes %v survived destroy", left)
 	}
 }
+
+// TestAnEditedSavedPlanWithNamesTheConfigurationRefusesIsRefused: a saved
+// plan edited to name a job "../../../../x" (which would make a run
+// directory outside ~/.gpulayer/runs), or to give a job an environment
+// variable sh cannot export, is refused by apply and show, naming what is
+// wrong; nothing is launched.
+func TestAnEditedSavedPlanWithNamesTheConfigurationRefusesIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	statePath := filepath.Join(dir, "state.json")
+	planPath := filepath.Join(dir, "quickstart.plan")
+	if code, _, errOut := runCmd(t, "plan", quickstart, "--facts", quickstartFacts, "--state", statePath, "--out", planPath); code != 0 {
+		t.Fatalf("plan exit %d: %s", code, errOut)
+	}
+	saved, err := os.ReadFile(planPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, edit, want string
+	}{
+		{"job name", `"../../../../x"`, `job "../../../../x" is not a valid name`},
+		{"env name", "", `environment variable "A=B"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var doc map[string]any
+			if err := json.Unmarshal(saved, &doc); err != nil {
+				t.Fatal(err)
+			}
+			jobs := doc["config"].(map[string]any)["jobs"].([]any)
+			first := jobs[0].(map[string]any)
+			if c.edit != "" {
+				var name string
+				json.Unmarshal([]byte(c.edit), &name)
+				old := first["name"].(string)
+				first["name"] = name
+				for _, pj := range doc["plan"].(map[string]any)["jobs"].([]any) {
+					if m := pj.(map[string]any); m["job"] == old {
+						m["job"] = name
+					}
+				}
+			} else {
+				spec := first["spec"].(map[string]any)
+				env, _ := spec["env"].(map[string]any)
+				if env == nil {
+					env = map[string]any{}
+				}
+				env["A=B"] = "x"
+				spec["env"] = env
+			}
+			edited, _ := json.Marshal(doc)
+			path := filepath.Join(t.TempDir(), "edited.plan")
+			if err := os.WriteFile(path, edited, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			for _, cmd := range []string{"apply", "show"} {
+				code, out, errOut := runCmd(t, cmd, path)
+				if code != 1 || !strings.Contains(errOut, c.want) || !strings.Contains(errOut, path) {
+					t.Errorf("%s of the edited plan: exit %d\n%s%s", cmd, code, out, errOut)
+				}
+			}
+		})
+	}
+}

@@ -303,5 +303,85 @@ func Decode(name string, data []byte) (*File, error) {
 	if f.Plan.FormatVersion != reconcile.PlanFormatVersion {
 		return nil, fmt.Errorf("%s holds a plan of format %d; this gpulayer reads format %d", name, f.Plan.FormatVersion, reconcile.PlanFormatVersion)
 	}
+	if err := f.check(name); err != nil {
+		return nil, err
+	}
 	return &f, nil
+}
+
+// check refuses a saved plan whose names the configuration could never
+// have produced: a job, host or fleet name that is not a valid name (an
+// edited plan naming a job "../../x" would make a run directory outside
+// ~/.gpulayer/runs on the machine), a run id that is not one, an
+// environment variable name sh cannot export. The rules are the
+// configuration's own (config.ValidName, config.EnvNameProblem).
+func (f *File) check(name string) error {
+	bad := func(what, value string) error {
+		return fmt.Errorf("%s is not a plan gpulayer made: %s %q is not a valid name (up to 63 letters, digits, '.', '_' and '-', starting with a letter or digit)", name, what, value)
+	}
+	names := func(what string, values ...string) error {
+		for _, v := range values {
+			if !config.ValidName(v) {
+				return bad(what, v)
+			}
+		}
+		return nil
+	}
+	for _, c := range f.Plan.Jobs {
+		if err := names("job", c.Job); err != nil {
+			return err
+		}
+		if c.Prior != nil {
+			if err := names("run id", c.Prior.RunID); err != nil {
+				return err
+			}
+			for _, n := range c.Prior.Nodes {
+				if err := names("host", n.Host); err != nil {
+					return err
+				}
+			}
+		}
+		if c.Placement != nil {
+			for _, n := range c.Placement.Nodes {
+				if err := names("host", n.Host); err != nil {
+					return err
+				}
+				if err := names("fleet", n.Fleet); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	for _, l := range f.Plan.Leftovers {
+		if err := names("job", l.Job); err != nil {
+			return err
+		}
+		if err := names("run id", l.RunID); err != nil {
+			return err
+		}
+	}
+	for _, j := range f.Config.Jobs {
+		if err := names("job", j.Name); err != nil {
+			return err
+		}
+		for k := range j.Spec.Env {
+			if summary, reason := config.EnvNameProblem(k); summary != "" {
+				return fmt.Errorf("%s is not a plan gpulayer made: job %q: environment variable %q: %s", name, j.Name, k, reason)
+			}
+		}
+	}
+	for _, h := range f.Config.Hosts {
+		if err := names("host", h.Name); err != nil {
+			return err
+		}
+		if err := names("fleet", h.Fleet); err != nil {
+			return err
+		}
+	}
+	for _, fl := range f.Config.Fleets {
+		if err := names("fleet", fl.Name); err != nil {
+			return err
+		}
+	}
+	return nil
 }
