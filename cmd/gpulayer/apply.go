@@ -119,9 +119,11 @@ func applyRun(opts *applyOptions) error {
 			// Nothing to do, but where GCP now says machines run is
 			// recorded, so that a plan without a refresh (or from a saved
 			// plan's state) places them by it too.
-			return backend.Save(ctx, made.state, made.state.Serial)
+			if err := backend.Save(ctx, made.state, made.state.Serial); err != nil {
+				return err
+			}
 		}
-		return nil
+		return unplaceableExit(made.plan)
 	}
 	if !opts.autoApprove {
 		if err := confirm(io, opts.stdinTTY, command); err != nil {
@@ -229,7 +231,7 @@ func applySaved(ctx context.Context, opts *applyOptions) error {
 		return err
 	}
 	if !f.Plan.HasChanges() {
-		return nil
+		return unplaceableExit(f.Plan)
 	}
 	specs := map[string]state.JobSpec{}
 	for _, j := range f.Config.Jobs {
@@ -301,8 +303,8 @@ func execute(ctx context.Context, io *iostreams.IOStreams, opts *applyOptions, x
 		if res == nil {
 			return
 		}
-		for _, w := range res.Warnings {
-			fmt.Fprintf(io.ErrOut, "Warning: %s\n", iostreams.Sanitize(w, false))
+		for _, f := range res.NotStopped {
+			fmt.Fprintf(io.ErrOut, "Error: %s\n", iostreams.Sanitize(f.Error(), true))
 		}
 		for _, f := range res.MachineErrors {
 			fmt.Fprintf(io.ErrOut, "Error: %s\n", iostreams.Sanitize(f.Error(), true))
@@ -330,6 +332,8 @@ func execute(ctx context.Context, io *iostreams.IOStreams, opts *applyOptions, x
 				res.Launched += second.Launched
 				res.Replaced += second.Replaced
 				res.Failed = append(res.Failed, second.Failed...)
+				res.NotStopped = append(res.NotStopped, second.NotStopped...)
+				res.LeftoversStopped += second.LeftoversStopped
 			}
 			if err != nil {
 				if errors.Is(err, apply.ErrInterrupted) {
@@ -344,18 +348,65 @@ func execute(ctx context.Context, io *iostreams.IOStreams, opts *applyOptions, x
 		verb = "Destroy"
 	}
 	fmt.Fprintf(io.Out, "\n%s complete: %d launched, %d replaced, %d stopped", verb, res.Launched, res.Replaced, res.Stopped)
+	if len(res.NotStopped) > 0 {
+		fmt.Fprintf(io.Out, ", %d not stopped", len(res.NotStopped))
+	}
+	if res.LeftoversStopped > 0 {
+		fmt.Fprintf(io.Out, ", %s stopped", plural(res.LeftoversStopped, "leftover run"))
+	}
+	if len(res.Failed) > 0 {
+		fmt.Fprintf(io.Out, ", %d failed to launch", len(res.Failed))
+	}
 	if res.CreatedMachines+res.DeletedMachines > 0 || len(res.MachineErrors) > 0 {
 		fmt.Fprintf(io.Out, "; %d machines created, %d deleted", res.CreatedMachines, res.DeletedMachines)
 	}
 	fmt.Fprintln(io.Out, ".")
-	if len(res.MachineErrors) > 0 {
-		return &exitError{code: 1, err: fmt.Errorf("%d machines could not be created or deleted; what was done is recorded, and the next apply tries the rest", len(res.MachineErrors))}
+	// Exit 1 whenever something the plan asked for was not done, saying
+	// what was not.
+	var undone []string
+	if n := len(res.NotStopped); n > 0 {
+		undone = append(undone, fmt.Sprintf("%s could not be stopped (kept in state: the next apply or destroy stops them)", plural(n, "run")))
 	}
-	if len(res.Failed) > 0 {
-		return &exitError{code: 1, err: fmt.Errorf("%d jobs failed to launch; their nodes were stopped, and the next plan replaces them", len(res.Failed))}
+	if n := len(res.MachineErrors); n > 0 {
+		undone = append(undone, fmt.Sprintf("%s could not be created or deleted (what was done is recorded, and the next apply tries the rest)", plural(n, "machine")))
+	}
+	if n := len(res.Failed); n > 0 {
+		undone = append(undone, fmt.Sprintf("%s failed to launch (the next plan replaces them)", plural(n, "job")))
+	}
+	if err := unplaceable(x.plan); err != nil {
+		undone = append(undone, err.Error())
+	}
+	if len(undone) > 0 {
+		return &exitError{code: 1, err: errors.New(iostreams.Sanitize(strings.Join(undone, "; "), false))}
 	}
 	return nil
 }
+
+// unplaceableExit is apply's exit when the plan has nothing to do: 1 when
+// a job can never be placed, else 0.
+func unplaceableExit(p *reconcile.Plan) error {
+	if err := unplaceable(p); err != nil {
+		return &exitError{code: 1, err: err}
+	}
+	return nil
+}
+
+// unplaceable says which jobs of p can never be placed under their
+// policy (on_unschedulable = "fail"): an apply of such a plan did not do
+// what the configuration asks, even when it had nothing else to do.
+func unplaceable(p *reconcile.Plan) error {
+	var failed []string
+	for _, c := range p.Jobs {
+		if c.Action == reconcile.ActionFailed {
+			failed = append(failed, fmt.Sprintf("%q", c.Job))
+		}
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	return fmt.Errorf("job %s cannot be placed under its policy (on_unschedulable = \"fail\"; the plan says why)", strings.Join(failed, ", "))
+}
+
 
 // writeEvent prints one step of one node: `train[1] a2: started (pid
 // 4211)`.

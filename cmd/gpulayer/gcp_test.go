@@ -222,7 +222,7 @@ func TestAFailedCreateIsReportedAndTheNextApplyCreatesTheRest(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("apply: exit %d, want 1\n%s%s", code, out, errOut)
 	}
-	for _, want := range []string{"my-project", "asia-northeast1-a", "a2-highgpu-8g", "1 machines could not be created"} {
+	for _, want := range []string{"my-project", "asia-northeast1-a", "a2-highgpu-8g", "1 machine could not be created"} {
 		if !strings.Contains(errOut, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, errOut)
 		}

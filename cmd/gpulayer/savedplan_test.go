@@ -323,3 +323,62 @@ func TestAnEditedSavedPlanWithNamesTheConfigurationRefusesIsRefused(t *testing.T
 		})
 	}
 }
+
+// TestDestroyWithAHostThatDoesNotAnswerSaysSoAndExitsOne: destroy cannot
+// reach one node's machine: it exits 1, says the run was not stopped and
+// where, and keeps it in state; once the machine answers again, the next
+// destroy stops it and exits 0.
+func TestDestroyWithAHostThatDoesNotAnswerSaysSoAndExitsOne(t *testing.T) {
+	sb, dir := sandboxJobs(t, 4, sleeperJob)
+	if code, out, errOut := runCmd(t, "apply", dir, "--auto-approve"); code != 0 {
+		t.Fatalf("apply: exit %d\n%s%s", code, out, errOut)
+	}
+	run := loadState(t, dir).Job("train")
+	down := run.Nodes[1].Host
+	if err := sb.SetReachable(down, false); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCmd(t, "destroy", dir, "--auto-approve")
+	if code != 1 || !strings.Contains(out, "0 stopped, 1 not stopped") ||
+		!strings.Contains(errOut, "could not be stopped on "+down) || !strings.Contains(errOut, "1 run could not be stopped") {
+		t.Fatalf("destroy with %s down: exit %d\n%s%s", down, code, out, errOut)
+	}
+	st := loadState(t, dir)
+	if len(st.Leftovers) != 1 || st.Leftovers[0].RunID != run.RunID || len(runProcesses(run.RunID)) == 0 {
+		t.Fatalf("leftovers %+v; processes %v", st.Leftovers, runProcesses(run.RunID))
+	}
+	if err := sb.SetReachable(down, true); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = runCmd(t, "destroy", dir, "--auto-approve")
+	if code != 0 || !strings.Contains(out, "1 leftover run stopped") {
+		t.Fatalf("destroy once %s answers: exit %d\n%s%s", down, code, out, errOut)
+	}
+	if left := runProcesses(run.RunID); len(left) > 0 {
+		t.Errorf("processes %v survived", left)
+	}
+}
+
+// TestApplyOfAJobThatCanNeverBePlacedExitsOne: a job whose policy says
+// on_unschedulable = "fail" and that no group can hold makes apply exit
+// 1, naming it, whether or not there was anything else to do.
+func TestApplyOfAJobThatCanNeverBePlacedExitsOne(t *testing.T) {
+	_, dir := sandboxJobs(t, 4, sleeperJob+`
+policy "strict" {
+  on_unschedulable = "fail"
+}
+job "huge" {
+  policy        = policy.strict
+  nodes         = 9
+  gpus_per_node = 1
+  launcher      = "plain"
+  command       = ["sleep", "60"]
+}
+`)
+	for _, want := range []string{"1 launched", "No changes"} {
+		code, out, errOut := runCmd(t, "apply", dir, "--auto-approve")
+		if code != 1 || !strings.Contains(out, want) || !strings.Contains(errOut, `job "huge" cannot be placed`) {
+			t.Errorf("apply (%s): exit %d\n%s%s", want, code, out, errOut)
+		}
+	}
+}

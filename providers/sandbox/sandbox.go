@@ -92,6 +92,19 @@ type Sandbox struct {
 	servers  []*sshtest.Server
 }
 
+// SetReachable makes machine name stop answering SSH (false: its
+// connections are dropped, as a partitioned or powered-off machine's
+// would be) or answer again (true). Its processes keep running either way.
+func (s *Sandbox) SetReachable(name string, reachable bool) error {
+	for i, m := range s.Machines {
+		if m.Name == name && i < len(s.servers) {
+			s.servers[i].SetDown(!reachable)
+			return nil
+		}
+	}
+	return fmt.Errorf("sandbox: no machine %q", name)
+}
+
 // ConfigPath, KnownHostsPath and KeyPath are the files Start wrote.
 func (s *Sandbox) ConfigPath() string     { return filepath.Join(s.Dir, ConfigFile) }
 func (s *Sandbox) KnownHostsPath() string { return filepath.Join(s.Dir, KnownHostsFile) }

@@ -96,6 +96,9 @@ type Executor struct {
 // Result says what an apply did.
 type Result struct {
 	Launched, Replaced, Stopped int
+	// LeftoversStopped counts the leftover runs of earlier applies that
+	// this one stopped in full.
+	LeftoversStopped int
 	// Failed are the jobs whose launch failed, with why.
 	Failed []error
 	// CreatedMachines and DeletedMachines count machines; Created names
@@ -105,9 +108,11 @@ type Result struct {
 	CreatedMachines, DeletedMachines int
 	Created                          []string
 	MachineErrors                    []error
-	// Warnings are problems that did not fail the apply: leftover runs on
-	// hosts that did not answer.
-	Warnings []string
+	// NotStopped are the runs a stop could not finish (a host did not
+	// answer, a process would not die): each is kept in state as a
+	// leftover, and stopped by a later apply. A destroy or replace that
+	// left one did not do what it was asked.
+	NotStopped []*StopError
 	// Interrupted says the context was cancelled: the steps in flight were
 	// finished and saved, and the rest not started.
 	Interrupted bool
@@ -225,11 +230,29 @@ func (r *run) progress(ev Event) {
 	r.e.Opts.Progress(ev)
 }
 
-func (r *run) warn(format string, args ...any) {
+// StopError is a run that could not be stopped on some of its hosts.
+type StopError struct {
+	Job, RunID string
+	// Leftover says the run was already a leftover of an earlier apply.
+	Leftover bool
+	Hosts    string
+	Err      error
+}
+
+func (e *StopError) Error() string {
+	what := fmt.Sprintf("run %s of job %q", e.RunID, e.Job)
+	if e.Leftover {
+		what = "leftover " + what
+	}
+	return fmt.Sprintf("%s could not be stopped on %s (%v); it is kept in state, and the next apply or destroy stops it", what, e.Hosts, e.Err)
+}
+
+func (r *run) notStopped(e *StopError) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.res.Warnings = append(r.res.Warnings, fmt.Sprintf(format, args...))
+	r.res.NotStopped = append(r.res.NotStopped, e)
 }
+
 
 // declared is how to reach a host of the configuration: where launches
 // and their checks go.
@@ -258,10 +281,11 @@ func (r *run) node(ctx context.Context, t ssh.Target, command, script string, ti
 
 // stopNodes stops every node of a run (those with a recorded process and,
 // by the run-id sweep, those without), all at once, and returns the nodes
-// it could not stop.
-func (r *run) stopNodes(ctx context.Context, job, runID string, nodes []state.Node, grace time.Duration) []state.Node {
+// it could not stop, with the first reason.
+func (r *run) stopNodes(ctx context.Context, job, runID string, nodes []state.Node, grace time.Duration) ([]state.Node, error) {
 	var mu sync.Mutex
 	var failed []state.Node
+	var why error
 	var wg sync.WaitGroup
 	// One stop per host: the sweep finds every process of the run there.
 	seen := map[string]bool{}
@@ -300,6 +324,9 @@ func (r *run) stopNodes(ctx context.Context, job, runID string, nodes []state.No
 			if err != nil {
 				r.progress(Event{Job: job, Run: runID, Rank: n.Rank, Host: n.Host, Step: StepFailed, Detail: err.Error()})
 				mu.Lock()
+				if why == nil {
+					why = err
+				}
 				for _, m := range nodes {
 					if m.Host == n.Host {
 						failed = append(failed, m)
@@ -314,7 +341,7 @@ func (r *run) stopNodes(ctx context.Context, job, runID string, nodes []state.No
 	}
 	wg.Wait()
 	slices.SortFunc(failed, func(a, b state.Node) int { return a.Rank - b.Rank })
-	return failed
+	return failed, why
 }
 
 // stopJob stops what state records of a job and forgets it; nodes that
@@ -338,7 +365,7 @@ func (r *run) stopJob(ctx context.Context, c reconcile.JobChange) {
 	if spec, ok := r.e.Specs[c.Job]; ok {
 		grace = time.Duration(spec.StopTimeout)
 	}
-	failed := r.stopNodes(ctx, c.Job, prior.RunID, prior.Nodes, grace)
+	failed, why := r.stopNodes(ctx, c.Job, prior.RunID, prior.Nodes, grace)
 	r.sv.update(func(st *state.State) {
 		st.RemoveJob(c.Job)
 		if len(failed) > 0 {
@@ -348,7 +375,8 @@ func (r *run) stopJob(ctx context.Context, c reconcile.JobChange) {
 		}
 	})
 	if len(failed) > 0 {
-		r.warn("run %s of job %q could not be stopped on %s; it is kept and stopped by a later apply", prior.RunID, c.Job, hostsOf(failed))
+		r.notStopped(&StopError{Job: c.Job, RunID: prior.RunID, Hosts: hostsOf(failed), Err: why})
+		return
 	}
 	if c.Action == reconcile.ActionDestroy {
 		r.mu.Lock()
@@ -372,7 +400,7 @@ func (r *run) stopLeftover(ctx context.Context, l reconcile.Leftover) {
 	if !found || !l.Reachable {
 		return
 	}
-	failed := r.stopNodes(ctx, l.Job, l.RunID, left.Nodes, time.Duration(left.Spec.StopTimeout))
+	failed, why := r.stopNodes(ctx, l.Job, l.RunID, left.Nodes, time.Duration(left.Spec.StopTimeout))
 	r.sv.update(func(st *state.State) {
 		st.RemoveLeftover(l.Job, l.RunID)
 		if len(failed) > 0 {
@@ -381,8 +409,12 @@ func (r *run) stopLeftover(ctx context.Context, l reconcile.Leftover) {
 		}
 	})
 	if len(failed) > 0 {
-		r.warn("leftover run %s of job %q still could not be stopped on %s", l.RunID, l.Job, hostsOf(failed))
+		r.notStopped(&StopError{Job: l.Job, RunID: l.RunID, Leftover: true, Hosts: hostsOf(failed), Err: why})
+		return
 	}
+	r.mu.Lock()
+	r.res.LeftoversStopped++
+	r.mu.Unlock()
 }
 
 func hostsOf(nodes []state.Node) string {

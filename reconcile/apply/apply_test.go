@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -439,5 +440,62 @@ job "elastic" {
 	}
 	if left := runProcesses(runID); len(left) > 0 {
 		t.Errorf("processes of the run remain after the stop: %v", left)
+	}
+}
+
+// downOnStop is the pool, with one machine that stops answering when
+// apply comes to stop its node: its launch succeeded, and its stop cannot
+// reach it.
+type downOnStop struct {
+	pool *ssh.Pool
+	sb   *sandbox.Sandbox
+	host string
+}
+
+func (d *downOnStop) Run(ctx context.Context, t ssh.Target, command string, stdin io.Reader) (ssh.Result, error) {
+	if t.Name == d.host && strings.Contains(command, "gpulayer-stop") {
+		d.sb.SetReachable(d.host, false)
+	}
+	return d.pool.Run(ctx, t, command, stdin)
+}
+
+// TestAFailedLaunchSaysWhichNodesCouldNotBeStopped: node 1 fails the
+// launch (its workdir is missing) while node 0's machine stops answering
+// after it started: the failure says node 0's run could not be stopped
+// and is kept in state, rather than that every node was stopped.
+func TestAFailedLaunchSaysWhichNodesCouldNotBeStopped(t *testing.T) {
+	f := newFleet(t, 2)
+	cfg := f.jobs(`
+job "pair" {
+  nodes         = 2
+  gpus_per_node = 1
+  launcher      = "plain"
+  workdir       = "work"
+  stop_timeout  = "1s"
+  command       = ["sleep", "300"]
+}
+`)
+	p, st, doc := f.plan(cfg)
+	first := p.Job("pair").Placement.Nodes[0].Host
+	if err := os.MkdirAll(filepath.Join(f.home(first), "work"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ex := f.executor(cfg)
+	ex.Runner = &downOnStop{pool: f.pool, sb: f.sb, host: first}
+	res, err := ex.Apply(context.Background(), st, p, doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var le *apply.LaunchError
+	if len(res.Failed) != 1 || !errors.As(res.Failed[0], &le) || le.NotStopped != first ||
+		!strings.Contains(le.Error(), "could not be stopped") {
+		t.Fatalf("failed %v", res.Failed)
+	}
+	if len(res.State.Leftovers) != 1 || res.State.Leftovers[0].Nodes[0].Host != first {
+		t.Errorf("leftovers %+v, want node 0's run on %s", res.State.Leftovers, first)
+	}
+	f.sb.SetReachable(first, true)
+	for _, pid := range runProcesses(res.State.Leftovers[0].RunID) {
+		syscall.Kill(pid, syscall.SIGKILL)
 	}
 }

@@ -24,12 +24,19 @@ type LaunchError struct {
 	Host    string
 	Err     error
 	LogTail []string
+	// NotStopped names the hosts where the launch's started nodes could
+	// not be stopped afterwards (kept in state as a leftover); empty when
+	// every started node was stopped.
+	NotStopped string
 }
 
 func (e *LaunchError) Error() string {
 	msg := fmt.Sprintf("job %q: node %d on %s: %v", e.Job, e.Rank, e.Host, e.Err)
 	if len(e.LogTail) > 0 {
 		msg += "; the log ends with:\n  | " + strings.Join(e.LogTail, "\n  | ")
+	}
+	if e.NotStopped != "" {
+		msg += "\n  the nodes it started on " + e.NotStopped + " could not be stopped: they are kept in state as a leftover, and the next apply or destroy stops them"
 	}
 	return msg
 }
@@ -245,7 +252,10 @@ func (r *run) confirm(ctx context.Context, job, runID string, nodes []state.Node
 // stopFailed stops every node of a job whose launch failed and records
 // the failure; nodes that cannot be stopped are kept as a leftover.
 func (r *run) stopFailed(ctx context.Context, job state.Job, failure *LaunchError) {
-	failed := r.stopNodes(ctx, job.Name, job.RunID, job.Nodes, time.Duration(job.Spec.StopTimeout))
+	failed, _ := r.stopNodes(ctx, job.Name, job.RunID, job.Nodes, time.Duration(job.Spec.StopTimeout))
+	if len(failed) > 0 {
+		failure.NotStopped = hostsOf(failed)
+	}
 	r.sv.update(func(st *state.State) {
 		if j := st.Job(job.Name); j != nil && j.RunID == job.RunID {
 			j.Status = state.JobFailed

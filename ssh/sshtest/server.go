@@ -90,6 +90,7 @@ type Server struct {
 	mu     sync.Mutex
 	conns  map[*ssh.ServerConn]struct{}
 	closed bool
+	down   bool // SetDown: every connection is dropped at once
 	wg     sync.WaitGroup
 
 	stats struct {
@@ -226,6 +227,21 @@ func (s *Server) Close() error {
 	return err
 }
 
+// SetDown makes the server behave as a machine that stopped answering
+// (down = true: its connections are closed, and new ones are dropped
+// before the handshake) or answers again (false), keeping its address and
+// host key: what a network partition or a reboot looks like from a client.
+func (s *Server) SetDown(down bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.down = down
+	if down {
+		for c := range s.conns {
+			c.Close()
+		}
+	}
+}
+
 func (s *Server) accept() {
 	defer s.wg.Done()
 	for {
@@ -246,6 +262,13 @@ func (s *Server) accept() {
 }
 
 func (s *Server) serve(nc net.Conn) {
+	s.mu.Lock()
+	down := s.down
+	s.mu.Unlock()
+	if down {
+		nc.Close()
+		return
+	}
 	nc.SetDeadline(time.Now().Add(s.opts.HandshakeTimeout))
 	sc, chans, reqs, err := ssh.NewServerConn(nc, s.config)
 	if err != nil {
