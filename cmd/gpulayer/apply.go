@@ -407,7 +407,6 @@ func unplaceable(p *reconcile.Plan) error {
 	return fmt.Errorf("job %s cannot be placed under its policy (on_unschedulable = \"fail\"; the plan says why)", strings.Join(failed, ", "))
 }
 
-
 // writeEvent prints one step of one node: `train[1] a2: started (pid
 // 4211)`.
 func writeEvent(io *iostreams.IOStreams, ev apply.Event) {

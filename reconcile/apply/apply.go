@@ -253,7 +253,6 @@ func (r *run) notStopped(e *StopError) {
 	r.res.NotStopped = append(r.res.NotStopped, e)
 }
 
-
 // declared is how to reach a host of the configuration: where launches
 // and their checks go.
 func (r *run) declared(host string) (ssh.Target, error) {
