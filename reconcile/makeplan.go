@@ -86,6 +86,7 @@ func MakePlan(in Input) *Plan {
 
 	pl := planner{in: in, st: st, machines: machines, hosts: hosts, hostNames: hostNames, plan: p}
 	pl.planFleets()
+	pl.claimWarnings()
 	pl.classify()
 	pl.place()
 	pl.leftovers()

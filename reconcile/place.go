@@ -1,8 +1,10 @@
 package reconcile
 
 import (
+	"fmt"
 	"slices"
 
+	"github.com/gpulayer/gpulayer/reconcile/facts"
 	"github.com/gpulayer/gpulayer/topology"
 )
 
@@ -70,7 +72,7 @@ func (pl *planner) schedule() map[string]topology.Decision {
 		if _, gone := pl.machineGone[name]; gone || !h.usable() {
 			continue
 		}
-		workers = append(workers, worker(h, released, held[name], kept[name]))
+		workers = append(workers, worker(h, released, held[name], kept[name], pl.st.Lineage))
 	}
 	// Jobs already in state go first, then new ones; each in name order.
 	var reqs []topology.Request
@@ -94,9 +96,10 @@ func (pl *planner) schedule() map[string]topology.Decision {
 }
 
 // worker is a usable host as the scheduler sees it. A GPU is free when no
-// process uses it, or only processes of released runs, and no kept job
-// holds it.
-func worker(h *host, released map[string]bool, held []int, keptNodes int) topology.Worker {
+// process uses it, or only processes of released runs, no kept job holds
+// it, and no other configuration (another state lineage than lineage)
+// claims it on the machine.
+func worker(h *host, released map[string]bool, held []int, keptNodes int, lineage string) topology.Worker {
 	fh := h.facts
 	w := topology.Worker{
 		ID:              h.cfg.Name,
@@ -141,9 +144,52 @@ func worker(h *host, released map[string]bool, held []int, keptNodes int) topolo
 			free &^= topology.DeviceSetOf(i)
 		}
 	}
+	for _, g := range claimedByOthers(fh, lineage) {
+		if free.Has(g) {
+			free &^= topology.DeviceSetOf(g)
+			w.FreeMemoryMiB -= max(0, gpuAt(fh, g).MemoryTotalMiB-gpuAt(fh, g).MemoryUsedMiB)
+		}
+	}
 	w.Free = free
 	w.RunningTasks += len(foreign)
 	return w
+}
+
+// claimedByOthers are the GPUs of a host that a live claim of another
+// configuration than lineage holds, ascending.
+func claimedByOthers(fh *facts.Host, lineage string) []int {
+	var out []int
+	for _, g := range fh.GPUs {
+		if g.Claim != nil && (lineage == "" || g.Claim.Lineage != lineage) {
+			out = append(out, g.Index)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// claimWarnings say, per usable host, which GPUs other configurations
+// claim: the plan leaves them alone, and says why.
+func (pl *planner) claimWarnings() {
+	for _, name := range pl.hostNames {
+		h := pl.hosts[name]
+		if !h.usable() {
+			continue
+		}
+		byOwner := map[string][]int{}
+		var owners []string
+		for _, i := range claimedByOthers(h.facts, pl.st.Lineage) {
+			c := gpuAt(h.facts, i).Claim
+			owner := fmt.Sprintf("job %q of another configuration (state %s, run %s, pid %d)", c.Job, c.Lineage, c.RunID, c.PID)
+			if _, ok := byOwner[owner]; !ok {
+				owners = append(owners, owner)
+			}
+			byOwner[owner] = append(byOwner[owner], i)
+		}
+		for _, o := range owners {
+			pl.plan.Warnings = append(pl.plan.Warnings, fmt.Sprintf("host %s: GPU %s claimed by %s; not placed on", name, topology.FormatList(byOwner[o]), o))
+		}
+	}
 }
 
 // change writes a job's part of the plan from its verdict and decision.

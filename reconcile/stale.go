@@ -74,6 +74,8 @@ func (p *Plan) StaleReasons(planned, now *facts.Document) []string {
 				for _, g := range n.GPUs {
 					if gpu := gpuAt(is, g); gpu == nil {
 						out = append(out, fmt.Sprintf("host %s has no GPU %d now (job %q)", n.Host, g, c.Job))
+					} else if cl := gpu.Claim; cl != nil && (p.State.Lineage == "" || cl.Lineage != p.State.Lineage) {
+						out = append(out, fmt.Sprintf("GPU %d of host %s, planned for job %q, is now claimed by job %q of another configuration (state %s)", g, n.Host, c.Job, cl.Job, cl.Lineage))
 					} else if pids := busyWith(gpu, stopped); len(pids) > 0 {
 						out = append(out, fmt.Sprintf("GPU %d of host %s, planned for job %q, is now used by pid %s", g, n.Host, c.Job, topology.FormatList(pids)))
 					}

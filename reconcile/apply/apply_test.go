@@ -499,3 +499,65 @@ job "pair" {
 		syscall.Kill(pid, syscall.SIGKILL)
 	}
 }
+
+// TestTwoConfigurationsNeverShareAGPU: two configurations (two states)
+// plan the same GPUs of one machine before either launches, as two teams'
+// pipelines racing do. The first apply claims them on the machine; the
+// second fails, all or nothing, naming the first's job and state, and
+// starts nothing. Its next plan sees the claims and goes elsewhere.
+func TestTwoConfigurationsNeverShareAGPU(t *testing.T) {
+	f := newFleet(t, 1)
+	job := `
+job "JOB" {
+  nodes         = 1
+  gpus_per_node = 8
+  launcher      = "plain"
+  stop_timeout  = "1s"
+  command       = ["sleep", "300"]
+}
+`
+	cfgA := f.jobs(strings.ReplaceAll(job, "JOB", "team-a"))
+	pA, stA, docA := f.plan(cfgA)
+	cfgB := f.jobs(strings.ReplaceAll(job, "JOB", "team-b"))
+	stateB := state.NewLocal(filepath.Join(t.TempDir(), "b.json"))
+	pB := reconcile.MakePlan(reconcile.Input{Config: cfgB, State: state.New(), Facts: docA, Refresh: reconcile.Refresh{Source: reconcile.RefreshProbe}})
+	if pA.Job("team-a").Placement == nil || pB.Job("team-b").Placement == nil {
+		t.Fatalf("both should plan the machine's 8 GPUs: %+v / %+v", pA.Job("team-a"), pB.Job("team-b"))
+	}
+
+	resA, err := f.executor(cfgA).Apply(context.Background(), stA, pA, docA)
+	if err != nil || resA.Launched != 1 {
+		t.Fatalf("team a: %v %+v", err, resA)
+	}
+	exB := f.executor(cfgB)
+	exB.Backend = stateB
+	resB, err := exB.Apply(context.Background(), state.New(), pB, docA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resB.Failed) != 1 || !strings.Contains(resB.Failed[0].Error(), `claimed by job team-a`) ||
+		!strings.Contains(resB.Failed[0].Error(), resA.State.Lineage) {
+		t.Fatalf("team b: %+v", resB.Failed)
+	}
+	if left := runProcesses(resB.State.Job("team-b").RunID); len(left) > 0 {
+		t.Errorf("team b started %v on claimed GPUs", left)
+	}
+	// Team b's next plan reads the claims: its job waits, and says why.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	stB, _ := stateB.Load(ctx)
+	doc, err := reconcile.RefreshFacts(ctx, f.pool, cfgB, stB, probe.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := reconcile.MakePlan(reconcile.Input{Config: cfgB, State: stB, Facts: doc, Refresh: reconcile.Refresh{Source: reconcile.RefreshProbe}})
+	if c := next.Job("team-b"); c.Action != reconcile.ActionWaiting {
+		t.Errorf("team b's next plan: %+v", c)
+	}
+	if w := strings.Join(next.Warnings, "\n"); !strings.Contains(w, `claimed by job "team-a" of another configuration`) {
+		t.Errorf("warnings %q do not say who claims the GPUs", next.Warnings)
+	}
+	if c := doc.Hosts[0].GPUs[0].Claim; c == nil || c.Job != "team-a" || c.Lineage != resA.State.Lineage {
+		t.Errorf("facts claim %+v", c)
+	}
+}

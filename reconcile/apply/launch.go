@@ -87,10 +87,13 @@ func (r *run) launchJob(ctx context.Context, c reconcile.JobChange) {
 	if pick {
 		job.MasterPort = launch.DefaultPort(c.Job)
 	}
+	// The state has its lineage once saved: the nodes' GPU claims name it.
+	var lineage string
+	r.sv.view(func(st *state.State) { lineage = st.Lineage })
 	nodeOf := func(rank int) launch.Node {
 		n := job.Nodes[rank]
 		return launch.Node{Job: c.Job, RunID: runID, Rank: n.Rank, Spec: spec, GPUs: n.GPUs, GPUUUIDs: n.GPUUUIDs,
-			MasterAddr: job.MasterAddr, MasterPort: job.MasterPort, PickPort: pick && rank == 0}
+			MasterAddr: job.MasterAddr, MasterPort: job.MasterPort, PickPort: pick && rank == 0, Lineage: lineage}
 	}
 	var failure *LaunchError
 	var mu sync.Mutex

@@ -85,6 +85,21 @@ type GPU struct {
 	MemoryTotalMiB int64     `json:"memory_total_mib"`
 	MemoryUsedMiB  int64     `json:"memory_used_mib"`
 	Processes      []Process `json:"processes"`
+	// Claim is the live claim a gpulayer launch holds on the GPU on the
+	// machine (~/.gpulayer/claims, docs/apply.md), nil when none: a GPU
+	// claimed by another configuration is busy even before its process
+	// opens it.
+	Claim *Claim `json:"claim,omitempty"`
+}
+
+// Claim is who holds a GPU's claim: a node of a job of one state (its
+// lineage), and the process whose life the claim lasts.
+type Claim struct {
+	Lineage string `json:"lineage"`
+	Job     string `json:"job"`
+	RunID   string `json:"run_id"`
+	Rank    int    `json:"rank"`
+	PID     int    `json:"pid"`
 }
 
 // Process is a compute process on a GPU, from

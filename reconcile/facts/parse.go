@@ -22,6 +22,7 @@ const (
 	sectionTopo        = "topo"
 	sectionRunIDs      = "run_ids"
 	sectionAppsRecheck = "compute_apps_recheck"
+	sectionClaims      = "claims"
 	sectionPIDs        = "pids"
 	// sectionLogPrefix starts the name of each section holding the end of
 	// a gone process's log: "log.4211".
@@ -112,6 +113,9 @@ func Parse(output []byte, nonce string) Host {
 		}
 		if s, ok := need(sectionTopo); ok {
 			h.parseTopology(s)
+		}
+		if s, ok := secs[sectionClaims]; ok {
+			h.parseClaims(s)
 		}
 	}
 	for _, g := range h.GPUs {
@@ -405,6 +409,43 @@ func (h *Host) parseRunIDs(s section, recheck section, asked bool) {
 			p := &g.Processes[k]
 			p.RunID = runs[p.PID]
 		}
+	}
+}
+
+// parseClaims reads the GPUs' claims: "NAME LINEAGE JOB RUN RANK PID
+// LIVE" per claim file, NAME a GPU's UUID or index-N. Only live claims
+// are kept, on their GPUs; the machine wrote them, so every field is
+// checked before it is kept.
+func (h *Host) parseClaims(s section) {
+	if s.exit != 0 {
+		h.warn("reading the GPU claims failed (exit %d): GPUs another configuration claimed may look free", s.exit)
+		return
+	}
+	for n, line := range h.rows(s.text, "claims", MaxProcesses) {
+		f := strings.Fields(line)
+		if len(f) != 7 {
+			h.warn("claims line %d: %d fields, want 7", n+1, len(f))
+			continue
+		}
+		rank, err1 := strconv.Atoi(f[4])
+		pid, err2 := strconv.Atoi(f[5])
+		if err1 != nil || err2 != nil || rank < 0 || pid <= 0 {
+			h.warn("claims line %d: bad rank or pid", n+1)
+			continue
+		}
+		if f[6] != "1" {
+			continue // stale: its process is gone
+		}
+		var g *GPU
+		for i := range h.GPUs {
+			if h.GPUs[i].UUID == f[0] || "index-"+strconv.Itoa(h.GPUs[i].Index) == f[0] {
+				g = &h.GPUs[i]
+			}
+		}
+		if g == nil {
+			continue // a GPU this machine no longer has
+		}
+		g.Claim = &Claim{Lineage: h.field("claim lineage", f[1]), Job: h.field("claim job", f[2]), RunID: h.field("claim run id", f[3]), Rank: rank, PID: pid}
 	}
 }
 

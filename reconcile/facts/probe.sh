@@ -197,6 +197,48 @@ gpulayer_apps_query() {
 		--format=csv,noheader,nounits
 }
 
+# gpulayer_claims prints, for each GPU claim file a gpulayer launch wrote
+# in ~/.gpulayer/claims (one per GPU: "v1 LINEAGE JOB RUN RANK PID START"),
+# "NAME LINEAGE JOB RUN RANK PID LIVE": LIVE is 1 while the claim's
+# process runs with its start time, else 0 (a stale claim, taken over by
+# the next launch). Builtins only; regular files only.
+gpulayer_claims() {
+	gpulayer_d="$HOME/.gpulayer/claims"
+	[ -d "$gpulayer_d" ] || return 0
+	for gpulayer_f in "$gpulayer_d"/*; do
+		[ -f "$gpulayer_f" ] || continue
+		gpulayer_line=
+		IFS= read -r gpulayer_line <"$gpulayer_f" || :
+		# shellcheck disable=SC2086
+		set -- $gpulayer_line
+		if [ "$1" != v1 ] || [ $# -ne 7 ]; then
+			continue
+		fi
+		gpulayer_live=0
+		case $6 in
+		'' | *[!0-9]*) ;;
+		*)
+			if IFS= read -r gpulayer_stat <"/proc/$6/stat" 2>/dev/null; then
+				gpulayer_stat=${gpulayer_stat##*\) }
+				gpulayer_c7=$7
+				# shellcheck disable=SC2086
+				set -- $gpulayer_stat
+				case $1 in
+				Z* | X*) ;;
+				*)
+					shift 19
+					[ "$1" = "$gpulayer_c7" ] && gpulayer_live=1
+					;;
+				esac
+				# shellcheck disable=SC2086
+				set -- $gpulayer_line
+			fi
+			;;
+		esac
+		printf '%s %s %s %s %s %s %s\n' "${gpulayer_f##*/}" "$2" "$3" "$4" "$5" "$6" "$gpulayer_live"
+	done
+}
+
 gpulayer_probe() {
 	gpulayer_nonce=$1
 	shift
@@ -239,6 +281,7 @@ gpulayer_probe() {
 		# listed, and still holds its GPU.
 		[ -z "$gpulayer_gone" ] || gpulayer_section compute_apps_recheck gpulayer_apps_query
 		gpulayer_section topo gpulayer_bounded 20 nvidia-smi topo -m
+		gpulayer_section claims gpulayer_claims
 	else
 		gpulayer_begin gpus
 		gpulayer_end gpus 127

@@ -49,6 +49,10 @@ type Node struct {
 	// PickPort makes node 0's script take the first of MasterPort and the
 	// PortCandidates-1 ports after it that nothing listens on.
 	PickPort bool
+	// Lineage is the state's lineage: the node's GPU claims name it, so
+	// that another configuration's launch on the machine sees whose they
+	// are (see ClaimsDir).
+	Lineage string
 }
 
 // PortCandidates is how many ports node 0 tries from a job's default port.

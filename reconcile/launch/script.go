@@ -74,16 +74,43 @@ func Script(n Node) string {
 	// locale coercion is turned off for that one exec (it would add
 	// LC_CTYPE to the job's environment) unless the job sets it itself.
 	leader := ssh.Quote(leaderScript) + " gpulayer-node " + quoteArgv(argv, port)
-	w("if command -v python3 >/dev/null 2>&1; then\n")
+	var start strings.Builder
+	sw := func(format string, args ...any) { fmt.Fprintf(&start, format, args...) }
+	sw("if command -v python3 >/dev/null 2>&1; then\n")
 	if _, own := n.Spec.Env["PYTHONCOERCECLOCALE"]; own {
-		w("\tsetsid python3 -s -S -c %s sh -c %s </dev/null >\"$gpulayer_log\" 2>&1 &\n", ssh.Quote(subreaperPy+execRest), leader)
+		sw("\tsetsid python3 -s -S -c %s sh -c %s </dev/null >\"$gpulayer_log\" 2>&1 9>&- &\n", ssh.Quote(subreaperPy+execRest), leader)
 	} else {
-		w("\tPYTHONCOERCECLOCALE=0 setsid python3 -s -S -c %s sh -c %s </dev/null >\"$gpulayer_log\" 2>&1 &\n", ssh.Quote(subreaperPy+popCoerce+execRest), leader)
+		sw("\tPYTHONCOERCECLOCALE=0 setsid python3 -s -S -c %s sh -c %s </dev/null >\"$gpulayer_log\" 2>&1 9>&- &\n", ssh.Quote(subreaperPy+popCoerce+execRest), leader)
 	}
-	w("else\n")
-	w("\tsetsid sh -c %s </dev/null >\"$gpulayer_log\" 2>&1 &\n", leader)
-	w("fi\n")
-	w("gpulayer_pid=$!\n")
+	sw("else\n")
+	sw("\tsetsid sh -c %s </dev/null >\"$gpulayer_log\" 2>&1 9>&- &\n", leader)
+	sw("fi\n")
+	if len(n.GPUs) == 0 {
+		// A CPU-only node claims no GPU.
+		w("%s", start.String())
+		w("gpulayer_pid=$!\n")
+	} else {
+		// Its GPUs are claimed on the machine, all or none, before the
+		// node starts, so that a launch of another configuration racing
+		// for them fails instead of sharing them.
+		w("command -v flock >/dev/null 2>&1 || gpulayer_fail flock 'flock(1) is not installed (Debian and Ubuntu: util-linux)'\n")
+		w("mkdir -p \"$HOME\"/%s || gpulayer_fail claim %s\n", ssh.Quote(ClaimsDir), ssh.Quote("cannot create ~/"+ClaimsDir))
+		var gpus []string
+		for i, g := range n.GPUs {
+			uuid := ""
+			if len(n.GPUUUIDs) == len(n.GPUs) {
+				uuid = n.GPUUUIDs[i]
+			}
+			gpus = append(gpus, ssh.Quote(ClaimName(g, uuid)), strconv.Itoa(g))
+		}
+		w("gpulayer_claimed=$(sh -c %s gpulayer-claim \"$gpulayer_log\" \"$gpulayer_port\" %s %s %s %d %s)\n",
+			ssh.Quote(claimScript(start.String())), ssh.Quote(orDash(n.Lineage)), ssh.Quote(n.Job), ssh.Quote(n.RunID), n.Rank, strings.Join(gpus, " "))
+		w("case $gpulayer_claimed in\n")
+		w("gpulayer-started\\ *) gpulayer_pid=${gpulayer_claimed#gpulayer-started } ;;\n")
+		w("*gpulayer-launch:error*) printf '%%s\\n' \"$gpulayer_claimed\"; exit 1 ;;\n")
+		w("*) gpulayer_fail claim 'the GPU claims could not be taken' ;;\n")
+		w("esac\n")
+	}
 	w("IFS= read -r gpulayer_stat </proc/$gpulayer_pid/stat 2>/dev/null || gpulayer_fail exited 'the process ended before it could be recorded'\n")
 	w("gpulayer_stat=${gpulayer_stat##*\\) }\n")
 	w("set -- $gpulayer_stat\n")
@@ -141,6 +168,13 @@ except Exception:
 `
 )
 
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
 // quoteArgv quotes the program and arguments for sh, except the value of
 // torchrun's --master-port, which is the shell variable the script set.
 func quoteArgv(argv []string, port string) string {
@@ -163,22 +197,23 @@ func portWord(port string) string {
 
 // pickPortScript sets gpulayer_port to the first of PortCandidates ports
 // from first that no socket listens on, reading /proc/net/tcp and tcp6
-// with builtins (local address column, state 0A = LISTEN).
+// with builtins (local address column, state 0A = LISTEN; the port in hex,
+// read by shell arithmetic, which every sh takes as 0x..., unlike
+// printf's %X).
 func pickPortScript(first int) string {
 	return fmt.Sprintf(`gpulayer_listening=
 for gpulayer_f in /proc/net/tcp /proc/net/tcp6; do
 	[ -r "$gpulayer_f" ] || continue
 	while read -r gpulayer_sl gpulayer_local gpulayer_remote gpulayer_st gpulayer_rest; do
 		[ "$gpulayer_st" = 0A ] || continue
-		gpulayer_listening="$gpulayer_listening ${gpulayer_local##*:}"
+		gpulayer_listening="$gpulayer_listening $((0x${gpulayer_local##*:}))"
 	done <"$gpulayer_f"
 done
 gpulayer_port=
 gpulayer_try=%d
 while [ "$gpulayer_try" -lt %d ]; do
-	gpulayer_hex=$(printf '%%04X' "$gpulayer_try")
 	case " $gpulayer_listening " in
-	*" $gpulayer_hex "*) ;;
+	*" $gpulayer_try "*) ;;
 	*) gpulayer_port=$gpulayer_try; break ;;
 	esac
 	gpulayer_try=$((gpulayer_try + 1))

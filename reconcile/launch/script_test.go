@@ -3,6 +3,7 @@ package launch
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -541,6 +542,7 @@ func TestStopTouchesOnlyItsOwnNode(t *testing.T) {
 	for rank := range 2 {
 		n := node("sleep", "300")
 		n.Rank = rank
+		n.GPUs, n.GPUUUIDs = []int{2 * rank, 2*rank + 1}, []string{"GPU-" + strconv.Itoa(2*rank), "GPU-" + strconv.Itoa(2*rank+1)}
 		st, err := ParseStarted(runScript(t, home, Script(n)))
 		if err != nil {
 			t.Fatal(err)
@@ -558,4 +560,54 @@ func TestStopTouchesOnlyItsOwnNode(t *testing.T) {
 	if len(withMarker("GPULAYER_NODE_ID="+NodeID(n.RunID, 0))) == 0 {
 		t.Error("stopping node 1 ended node 0")
 	}
+}
+
+// TestClaimsKeepAnotherConfigurationOffAGPU: a node of one configuration
+// holds GPUs 2 and 3; a node of another configuration asking for GPUs 3
+// and 4 fails, naming the holder, and takes neither (all or nothing);
+// once the first node is gone its claims are stale and the second takes
+// them over.
+func TestClaimsKeepAnotherConfigurationOffAGPU(t *testing.T) {
+	eachShell(t, func(t *testing.T, sh shell) {
+		home := t.TempDir()
+		a := node("sleep", "300")
+		a.Lineage = "11111111-1111-4111-8111-111111111111"
+		startedA, err := ParseStarted(runScriptIn(t, sh, home, Script(a)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer syscall.Kill(-startedA.PID, syscall.SIGKILL)
+		claim, err := os.ReadFile(filepath.Join(home, ClaimsDir, "GPU-bbb"))
+		if err != nil || !strings.HasPrefix(string(claim), "v1 "+a.Lineage+" train r0123456789abcdef 1 "+strconv.Itoa(startedA.PID)+" ") {
+			t.Fatalf("claim of GPU-bbb: %q %v", claim, err)
+		}
+
+		b := node("sleep", "300")
+		b.Job, b.RunID, b.Rank, b.Lineage = "other", "rfedcba9876543210", 0, "22222222-2222-4222-8222-222222222222"
+		b.GPUs, b.GPUUUIDs = []int{3, 4}, []string{"GPU-bbb", "GPU-ccc"}
+		out := runScriptIn(t, sh, home, Script(b))
+		_, err = ParseStarted(out)
+		var le *LaunchError
+		if !errors.As(err, &le) || le.Kind != "claimed" || !strings.Contains(le.Message, "claimed by job train") || !strings.Contains(le.Message, a.Lineage) {
+			t.Fatalf("second configuration's launch: %v\n%s", err, out)
+		}
+		if _, err := os.Stat(filepath.Join(home, ClaimsDir, "GPU-ccc")); err == nil {
+			t.Error("the refused launch claimed GPU-ccc")
+		}
+		if got := withMarker("GPULAYER_RUN_ID=" + b.RunID); len(got) > 0 {
+			t.Errorf("the refused launch started %v", got)
+		}
+
+		syscall.Kill(-startedA.PID, syscall.SIGKILL)
+		waitFor(t, "the first node to end", func() bool { return !alive(startedA.PID) })
+		startedB, err := ParseStarted(runScriptIn(t, sh, home, Script(b)))
+		if err != nil {
+			t.Fatalf("once the holder is gone: %v", err)
+		}
+		defer syscall.Kill(-startedB.PID, syscall.SIGKILL)
+		claim, _ = os.ReadFile(filepath.Join(home, ClaimsDir, "GPU-bbb"))
+		if !strings.HasPrefix(string(claim), "v1 "+b.Lineage+" other ") || !strings.Contains(string(claim), " "+strconv.Itoa(startedB.PID)+" ") {
+			t.Errorf("GPU-bbb not taken over: %q", claim)
+		}
+	})
 }
