@@ -557,6 +557,165 @@ job "huge" {
 			noSharedGPU(t, p)
 		},
 	},
+	{
+		name: "cpu-only-gpus-busy",
+		build: func(t *testing.T) reconcile.Input {
+			// Every GPU of the fleet runs a process gpulayer did not start:
+			// the GPU job waits, the CPU-only one is placed by its policy
+			// (one network group) with no GPUs.
+			doc := fleetFacts()
+			for i := range doc.Hosts {
+				occupy(&doc.Hosts[i], 7000+i)
+			}
+			return input(loadConfig(t, fleetHCL, evalHCL, prepHCL), state.New(), doc)
+		},
+		check: func(t *testing.T, p *reconcile.Plan) {
+			action(t, p, "eval", reconcile.ActionWaiting, reconcile.ReasonUnschedulableNow)
+			c := action(t, p, "prep", reconcile.ActionCreate, reconcile.ReasonNewJob)
+			cpuOnlyPlacement(t, c, 2)
+			if c.Placement.Level != topology.LevelNetworkGroup || c.Placement.Location.NetworkGroup != "rack-3" {
+				t.Errorf("prep placed at %s %+v, want network group rack-3", c.Placement.Level, c.Placement.Location)
+			}
+		},
+	},
+	{
+		name: "cpu-only-cpu-box",
+		build: func(t *testing.T) reconcile.Input {
+			// c1 has no nvidia-smi: no GPUs, no links. It takes the
+			// CPU-only job, whose spread rank puts it before the idle GPU
+			// machines, and never the GPU job.
+			doc := fleetFacts()
+			doc.Hosts = append(doc.Hosts, cpuBox("c1", "rack-5"))
+			cfg := loadConfig(t, fleetHCL, evalHCL, `
+fleet "batch" {
+  region        = "paris"
+  zone          = "paris-1"
+  network_group = "rack-5"
+  host "c1" { address = "10.1.0.31" }
+}
+job "index" {
+  nodes         = 1
+  gpus_per_node = 0
+  command       = ["python3", "index.py"]
+  launcher      = "plain"
+}`)
+			return input(cfg, state.New(), doc)
+		},
+		check: func(t *testing.T, p *reconcile.Plan) {
+			eval := action(t, p, "eval", reconcile.ActionCreate, reconcile.ReasonNewJob)
+			if eval.Placement.Nodes[0].Host == "c1" {
+				t.Errorf("a GPU job placed on the CPU box: %+v", eval.Placement.Nodes)
+			}
+			c := action(t, p, "index", reconcile.ActionCreate, reconcile.ReasonNewJob)
+			cpuOnlyPlacement(t, c, 1)
+			if n := c.Placement.Nodes[0]; n.Host != "c1" || n.Fleet != "batch" {
+				t.Errorf("index placed on %s of fleet %s, want c1 of batch", n.Host, n.Fleet)
+			}
+		},
+	},
+	{
+		name: "cpu-only-locality-unmet",
+		build: func(t *testing.T) reconcile.Input {
+			// Four nodes in one network group: rack-3 has three machines,
+			// rack-4 one. Idle or not makes no difference to a CPU-only
+			// job, so it waits (policy rack) or fails (policy strict) as
+			// unschedulable, saying which group came closest.
+			cfg := loadConfig(t, fleetHCL, `
+policy "strict" {
+  group_locality   = "network_group"
+  on_unschedulable = "fail"
+}
+job "prep" {
+  policy        = policy.rack
+  nodes         = 4
+  gpus_per_node = 0
+  command       = ["sh", "prep.sh"]
+  launcher      = "plain"
+}
+job "shard" {
+  policy        = policy.strict
+  nodes         = 4
+  gpus_per_node = 0
+  command       = ["sh", "shard.sh"]
+  launcher      = "plain"
+}`)
+			return input(cfg, state.New(), fleetFacts())
+		},
+		check: func(t *testing.T, p *reconcile.Plan) {
+			wait := action(t, p, "prep", reconcile.ActionWaiting, reconcile.ReasonUnschedulableNow)
+			fail := action(t, p, "shard", reconcile.ActionFailed, reconcile.ReasonUnschedulable)
+			for _, c := range []*reconcile.JobChange{wait, fail} {
+				want := "no network group has 4 workers with torch 2.5.1, even with every worker idle (best: rack-3 with 3 of 4)"
+				if !strings.Contains(c.Reasons[0].Message, want) || c.Placement != nil {
+					t.Errorf("%s: %q, want it to say %q", c.Job, c.Reasons[0].Message, want)
+				}
+			}
+		},
+	},
+	{
+		name: "cpu-only-no-op",
+		build: func(t *testing.T) reconcile.Input {
+			// prep runs on a1 and a2 with no GPUs; every GPU there is now
+			// used by another process. That takes nothing from prep.
+			cfg := loadConfig(t, fleetHCL, prepHCL)
+			st, doc := state.New(), fleetFacts()
+			running(t, st, doc, cfg, "prep", "r-prep1", map[string][]int{"a1": {}, "a2": {}}, "a1", "a2")
+			occupy(doc.Find("a1"), 7001)
+			occupy(doc.Find("a2"), 7002)
+			return input(cfg, st, doc)
+		},
+		check: func(t *testing.T, p *reconcile.Plan) {
+			c := action(t, p, "prep", reconcile.ActionNoOp)
+			if p.HasChanges() || len(c.Placement.Nodes) != 2 || len(c.Placement.Nodes[0].GPUs) != 0 {
+				t.Errorf("plan of a running CPU-only job: %+v, %+v", p.Summary, c.Placement)
+			}
+		},
+	},
+}
+
+const prepHCL = `
+job "prep" {
+  policy        = policy.rack
+  nodes         = 2
+  gpus_per_node = 0
+  command       = ["sh", "-c", "echo CUDA_VISIBLE_DEVICES=[$CUDA_VISIBLE_DEVICES]"]
+  launcher      = "plain"
+}
+`
+
+// occupy puts one process of pid, started outside gpulayer, on every GPU
+// of the host.
+func occupy(h *facts.Host, pid int) {
+	for g := range h.GPUs {
+		h.GPUs[g].Processes = append(h.GPUs[g].Processes, facts.Process{PID: pid, UsedMemoryMiB: 30000})
+	}
+}
+
+// cpuBox is a probed machine without nvidia-smi, as the probe reports it.
+func cpuBox(name, ng string) facts.Host {
+	return facts.Host{
+		Name: name, Fleet: "batch", Address: "10.1.0.31", Status: facts.StatusOK,
+		Location:     facts.Location{Region: "paris", Zone: "paris-1", NetworkGroup: ng, Source: facts.SourceFleet},
+		TorchVersion: "2.5.1", BootID: "boot-" + name, GPUs: []facts.GPU{}, FreeGPUs: []int{},
+		Warnings: []string{"nvidia-smi not found: no GPUs"},
+		ProbedAt: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC),
+	}
+}
+
+// cpuOnlyPlacement fails unless the job is placed on nodes distinct
+// machines with no GPUs, and nothing that describes GPUs.
+func cpuOnlyPlacement(t *testing.T, c *reconcile.JobChange, nodes int) {
+	t.Helper()
+	if c.Placement == nil || len(c.Placement.Nodes) != nodes {
+		t.Fatalf("%s: placement %+v, want %d nodes", c.Job, c.Placement, nodes)
+	}
+	hosts := map[string]bool{}
+	for _, n := range c.Placement.Nodes {
+		if n.GPUs == nil || len(n.GPUs) != 0 || len(n.GPUUUIDs) != 0 || n.Bottleneck != "" || n.NUMA != "" || hosts[n.Host] {
+			t.Errorf("%s: node %+v, want a machine of its own with no GPUs, links or NUMA", c.Job, n)
+		}
+		hosts[n.Host] = true
+	}
 }
 
 // noSharedGPU fails when two jobs of the plan would hold one GPU.

@@ -30,7 +30,9 @@ func (p *Plan) TouchedHosts() []string {
 // with what they reported when the plan was made, and says what the plan's
 // placements depend on that changed: a host that cannot be probed, a
 // chosen GPU now used by a process the plan does not stop, other GPU
-// links, another location. An empty result means the plan still holds.
+// links, another location. A CPU-only node depends on no GPU, so GPUs
+// busy now or other links on a host that only CPU-only nodes are planned
+// on leave the plan as it is. An empty result means the plan still holds.
 func (p *Plan) StaleReasons(planned, now *facts.Document) []string {
 	stopped := map[string]bool{}
 	for _, c := range p.Jobs {
@@ -43,6 +45,7 @@ func (p *Plan) StaleReasons(planned, now *facts.Document) []string {
 	}
 	var out []string
 	checked := map[string]bool{}
+	linksChecked := map[string]bool{}
 	for _, c := range p.Jobs {
 		if (c.Action != ActionCreate && c.Action != ActionReplace) || c.Placement == nil {
 			continue
@@ -67,9 +70,12 @@ func (p *Plan) StaleReasons(planned, now *facts.Document) []string {
 					if was.Location.Region != is.Location.Region || was.Location.Zone != is.Location.Zone || was.Location.NetworkGroup != is.Location.NetworkGroup {
 						out = append(out, fmt.Sprintf("host %s now reports location %q, not %q", n.Host, locationOf(is), locationOf(was)))
 					}
+				}
+				if len(n.GPUs) > 0 && !linksChecked[n.Host] {
 					if !sameLinks(was.Topology, is.Topology) {
 						out = append(out, fmt.Sprintf("host %s now reports other GPU links", n.Host))
 					}
+					linksChecked[n.Host] = true
 				}
 				for _, g := range n.GPUs {
 					if gpu := gpuAt(is, g); gpu == nil {

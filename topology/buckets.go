@@ -87,13 +87,15 @@ func (s *scheduler) classify() {
 			*slot = c + 1
 		}
 		s.cells[c].compat++
+		// Free enough means gpus_per_node free GPUs: any worker for a
+		// CPU-only job, which needs none (busy GPUs, or none at all).
 		free := count(w.freeSet())
-		switch {
-		case free == 0:
-			s.excl[3]++
-			continue
-		case free < s.gpn:
-			s.excl[4]++
+		if free < s.gpn {
+			if free == 0 {
+				s.excl[3]++
+			} else {
+				s.excl[4]++
+			}
 			continue
 		}
 		s.cells[c].free++
@@ -102,6 +104,8 @@ func (s *scheduler) classify() {
 		switch s.rank {
 		case rankSpread:
 			s.prim[i] = int64(min(max(w.RunningTasks, 0), math.MaxInt32))<<8 | int64(MaxGPUs-free)
+		case rankSpreadCPU:
+			s.prim[i] = int64(min(max(w.RunningTasks, 0), math.MaxInt32))<<8 | int64(free)
 		case rankMostFreeMemory:
 			s.prim[i] = -max(w.FreeMemoryMiB, 0)
 		default:

@@ -14,7 +14,7 @@ const (
 	LocalityRegion       = "region"
 	LocalityAny          = "any" // location ignored
 
-	RankSpread         = "spread"    // default: fewest running tasks, then most free GPUs
+	RankSpread         = "spread"    // default: fewest running tasks, then most free GPUs (fewest for a CPU-only job)
 	RankFirstFit       = "first_fit" // worker ID order
 	RankMostFreeMemory = "most_free_memory"
 

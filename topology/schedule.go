@@ -9,7 +9,8 @@ import (
 // Schedule chooses the machines and GPUs of one job (ADR-0021 §2–§5):
 //
 //   - Eligibility: the policy's labels and regions, enough GPUs, enough free
-//     GPUs now; one torch version inside a group.
+//     GPUs now (a CPU-only job needs neither); one torch version inside a
+//     group.
 //   - Levels: prefer tries one network group, then one zone, one region, and
 //     any, and takes the tightest that holds the job now; a required level
 //     (network_group, zone, region) is the only one tried, and workers with
@@ -42,7 +43,9 @@ type Request struct {
 // ScheduleAll places several jobs in one pass, in the order given: each
 // placed job takes its GPUs (and one running task, and the chosen GPUs'
 // share of free memory) from its workers before the next job is placed, so
-// no GPU is promised twice. workers is not modified.
+// no GPU is promised twice. A CPU-only job takes no GPU, only the running
+// task: its machines stay open to the jobs after it, CPU-only ones
+// included. workers is not modified.
 func ScheduleAll(requests []Request, workers []Worker) []Decision {
 	ws := slices.Clone(workers)
 	var s scheduler
@@ -105,6 +108,11 @@ type rankKind uint8
 
 const (
 	rankSpread rankKind = iota
+	// rankSpreadCPU is spread for a CPU-only job: fewest running tasks,
+	// then the fewest free GPUs. Free GPUs are no headroom to a job that
+	// uses none, so between equally loaded machines it takes a CPU box or
+	// a busy machine and leaves idle GPUs' machines to GPU jobs.
+	rankSpreadCPU
 	rankFirstFit
 	rankMostFreeMemory
 )
@@ -128,8 +136,8 @@ func (s *scheduler) schedule(job Job, workers []Worker, policy Policy) Decision 
 	if job.Nodes < 1 {
 		return fail(fmt.Errorf("job %q asks for %d nodes; it needs at least 1", job.Name, job.Nodes))
 	}
-	if job.GPUsPerNode < 1 || job.GPUsPerNode > MaxGPUs {
-		return fail(fmt.Errorf("job %q asks for %d GPUs per node; it needs 1 to %d", job.Name, job.GPUsPerNode, MaxGPUs))
+	if job.GPUsPerNode < 0 || job.GPUsPerNode > MaxGPUs {
+		return fail(fmt.Errorf("job %q asks for %d GPUs per node; it needs 0 (CPU only) to %d", job.Name, job.GPUsPerNode, MaxGPUs))
 	}
 	s.reset(job, workers, policy.withDefaults())
 	s.classify()
@@ -264,11 +272,13 @@ func (s *scheduler) reset(job Job, workers []Worker, pol Policy) {
 	s.ws, s.pol, s.nodes, s.gpn = workers, pol, job.Nodes, job.GPUsPerNode
 	s.opts = PickOptions{MultiNode: job.MultiNode()}
 	s.flat = pol.GroupLocality == LocalityAny
-	switch pol.Rank {
-	case RankFirstFit:
+	switch {
+	case pol.Rank == RankFirstFit:
 		s.rank = rankFirstFit
-	case RankMostFreeMemory:
+	case pol.Rank == RankMostFreeMemory:
 		s.rank = rankMostFreeMemory
+	case job.GPUsPerNode == 0:
+		s.rank = rankSpreadCPU
 	default:
 		s.rank = rankSpread
 	}
@@ -312,6 +322,8 @@ func (s *scheduler) placements() []Placement {
 		m := usableMatrix(w)
 		start := len(gpus)
 		switch {
+		case s.gpn == 0:
+			// A CPU-only node: no GPU, so nothing to pick and no link.
 		case count(free) == s.gpn:
 			gpus = appendIndices(gpus, free, s.gpn)
 			if m != nil && s.gpn >= 2 {

@@ -9,12 +9,12 @@ import (
 )
 
 // The exhaustive reference: on fleets of 10 workers, for every subset of
-// them being free, every job size and every policy, it enumerates every
-// group Schedule could have chosen and checks that the decision obeys the
-// rules: the tightest level that holds the job, one torch version, the
-// best-fit (or first-fill) bucket, the fewest sub-groups of each tighter
-// level with the remainder by best fit, and rank order inside the tightest
-// groups.
+// them being free, every job size (GPU and CPU-only) and every policy, it
+// enumerates every group Schedule could have chosen and checks that the
+// decision obeys the rules: the tightest level that holds the job, one
+// torch version, the best-fit (or first-fill) bucket, the fewest
+// sub-groups of each tighter level with the remainder by best fit, and
+// rank order inside the tightest groups.
 
 // refFleet draws a 10-worker fleet with few distinct locations, so that
 // buckets collide, and some workers missing a value at each level.
@@ -37,14 +37,19 @@ func refFleet(seed uint64) []Worker {
 }
 
 // refRankBefore is the rank order written out plainly: the policy's key,
-// then worker ID (no matrices here, so no GPU pick quality).
-func refRankBefore(rank string, a, b *Worker) bool {
+// then worker ID (no matrices here, so no GPU pick quality). Spread puts
+// the most free GPUs first for a GPU job and the fewest for a CPU-only one
+// (gpn 0).
+func refRankBefore(rank string, gpn int, a, b *Worker) bool {
 	switch rank {
 	case RankSpread:
 		if a.RunningTasks != b.RunningTasks {
 			return a.RunningTasks < b.RunningTasks
 		}
 		if fa, fb := a.Free.Len(), b.Free.Len(); fa != fb {
+			if gpn == 0 {
+				return fa < fb
+			}
 			return fa > fb
 		}
 	case RankMostFreeMemory:
@@ -57,11 +62,14 @@ func refRankBefore(rank string, a, b *Worker) bool {
 
 // refKeyBefore is the policy's rank key alone, which ranks groups: equal
 // keys are unordered (then the earlier group wins).
-func refKeyBefore(rank string, a, b *Worker) bool {
+func refKeyBefore(rank string, gpn int, a, b *Worker) bool {
 	switch rank {
 	case RankSpread:
 		if a.RunningTasks != b.RunningTasks {
 			return a.RunningTasks < b.RunningTasks
+		}
+		if gpn == 0 {
+			return a.Free.Len() < b.Free.Len()
 		}
 		return a.Free.Len() > b.Free.Len()
 	case RankMostFreeMemory:
@@ -149,7 +157,7 @@ func touched(groups []uint32, set uint32) int {
 }
 
 // nthBest is the n-th best member of set in rank order.
-func nthBest(ws []Worker, set uint32, n int, rank string) int {
+func nthBest(ws []Worker, set uint32, n int, rank string, gpn int) int {
 	var members []int
 	for i := range ws {
 		if set&(1<<i) != 0 {
@@ -157,7 +165,7 @@ func nthBest(ws []Worker, set uint32, n int, rank string) int {
 		}
 	}
 	slices.SortFunc(members, func(a, b int) int {
-		if refRankBefore(rank, &ws[a], &ws[b]) {
+		if refRankBefore(rank, gpn, &ws[a], &ws[b]) {
 			return -1
 		}
 		return 1
@@ -166,15 +174,15 @@ func nthBest(ws []Worker, set uint32, n int, rank string) int {
 }
 
 // refCheckInside checks how chosen was taken from pool, a group at level l.
-func refCheckInside(t *testing.T, ws []Worker, pool, chosen uint32, l Level, rank string, flat bool, ctx string) {
+func refCheckInside(t *testing.T, ws []Worker, pool, chosen uint32, l Level, rank string, gpn int, flat bool, ctx string) {
 	t.Helper()
 	k := bits.OnesCount32(chosen)
 	if flat || l == LevelNetworkGroup || bits.OnesCount32(pool) == 1 {
 		// The tightest groups are taken in rank order.
 		if k < bits.OnesCount32(pool) {
-			worst := nthBest(ws, chosen, k, rank)
+			worst := nthBest(ws, chosen, k, rank, gpn)
 			for i := range ws {
-				if pool&^chosen&(1<<i) != 0 && refRankBefore(rank, &ws[i], &ws[worst]) {
+				if pool&^chosen&(1<<i) != 0 && refRankBefore(rank, gpn, &ws[i], &ws[worst]) {
 					t.Fatalf("%s: left %s out at %s but took %s, which ranks after it", ctx, ws[i].ID, l, ws[worst].ID)
 				}
 			}
@@ -207,11 +215,15 @@ func refCheckInside(t *testing.T, ws []Worker, pool, chosen uint32, l Level, ran
 	}
 	for _, g := range groups {
 		if g&chosen != 0 {
-			refCheckInside(t, ws, g, g&chosen, l-1, rank, flat, ctx)
+			refCheckInside(t, ws, g, g&chosen, l-1, rank, gpn, flat, ctx)
 		}
 	}
 }
 
+// TestScheduleMatchesExhaustiveReference runs every job shape against the
+// reference twice: with two GPUs per node (free: the workers of the mask)
+// and CPU-only (every worker free, whatever its GPUs; the mask then only
+// varies the free GPUs that spread ranks by).
 func TestScheduleMatchesExhaustiveReference(t *testing.T) {
 	seeds := []uint64{1, 2, 3, 4}
 	if testing.Short() {
@@ -234,29 +246,34 @@ func TestScheduleMatchesExhaustiveReference(t *testing.T) {
 					ws[i].Free = 0
 				}
 			}
-			free := mask
 			all := uint32(1)<<len(ws) - 1
-			for _, nodes := range []int{1, 2, 3, 5} {
-				// Which levels could hold the job now, and at all?
-				var now, ever [4]bool
-				forSubsets(all, nodes, func(s uint32) {
-					for l := LevelNetworkGroup; l <= LevelAny; l++ {
-						if refValidAt(ws, s, l) {
-							ever[l] = true
-							if s&^free == 0 {
-								now[l] = true
+			for _, gpn := range []int{2, 0} {
+				free := mask
+				if gpn == 0 {
+					free = all // a CPU-only node needs no free GPU
+				}
+				for _, nodes := range []int{1, 2, 3, 5} {
+					// Which levels could hold the job now, and at all?
+					var now, ever [4]bool
+					forSubsets(all, nodes, func(s uint32) {
+						for l := LevelNetworkGroup; l <= LevelAny; l++ {
+							if refValidAt(ws, s, l) {
+								ever[l] = true
+								if s&^free == 0 {
+									now[l] = true
+								}
 							}
 						}
-					}
-				})
-				for li, locality := range localities {
-					for bi, choice := range []string{BucketBestFit, BucketFirstFill} {
-						rank := ranks[(int(mask)+li+bi)%len(ranks)]
-						pol := Policy{GroupLocality: locality, BucketChoice: choice, Rank: rank, OnUnschedulable: UnschedulableFail}
-						ctx := fmt.Sprintf("seed %d free %010b nodes %d %s %s %s", seed, mask, nodes, locality, choice, rank)
-						d := Schedule(Job{Name: "j", Nodes: nodes, GPUsPerNode: 2}, ws, pol)
-						checked++
-						refCheck(t, ws, free, nodes, pol, pol.levels(), now, ever, d, ctx)
+					})
+					for li, locality := range localities {
+						for bi, choice := range []string{BucketBestFit, BucketFirstFill} {
+							rank := ranks[(int(mask)+li+bi)%len(ranks)]
+							pol := Policy{GroupLocality: locality, BucketChoice: choice, Rank: rank, OnUnschedulable: UnschedulableFail}
+							ctx := fmt.Sprintf("seed %d free %010b nodes %d gpus %d %s %s %s", seed, mask, nodes, gpn, locality, choice, rank)
+							d := Schedule(Job{Name: "j", Nodes: nodes, GPUsPerNode: gpn}, ws, pol)
+							checked++
+							refCheck(t, ws, free, nodes, gpn, pol, pol.levels(), now, ever, d, ctx)
+						}
 					}
 				}
 			}
@@ -265,7 +282,7 @@ func TestScheduleMatchesExhaustiveReference(t *testing.T) {
 	t.Logf("%d decisions checked", checked)
 }
 
-func refCheck(t *testing.T, ws []Worker, free uint32, nodes int, pol Policy, levels []Level, now, ever [4]bool, d Decision, ctx string) {
+func refCheck(t *testing.T, ws []Worker, free uint32, nodes, gpn int, pol Policy, levels []Level, now, ever [4]bool, d Decision, ctx string) {
 	t.Helper()
 	want := -1
 	for _, l := range levels {
@@ -292,7 +309,7 @@ func refCheck(t *testing.T, ws []Worker, free uint32, nodes int, pol Policy, lev
 	var chosen uint32
 	for _, p := range d.Workers {
 		i := byID[p.Worker]
-		if chosen&(1<<i) != 0 || free&(1<<i) == 0 || len(p.GPUs) != 2 || DeviceSetOf(p.GPUs...)&^ws[i].Free != 0 {
+		if chosen&(1<<i) != 0 || free&(1<<i) == 0 || len(p.GPUs) != gpn || DeviceSetOf(p.GPUs...)&^ws[i].Free != 0 {
 			t.Fatalf("%s: bad placement %+v", ctx, p)
 		}
 		chosen |= 1 << i
@@ -321,12 +338,12 @@ func refCheck(t *testing.T, ws []Worker, free uint32, nodes int, pol Policy, lev
 		if other == mine || bits.OnesCount32(other) < nodes {
 			continue
 		}
-		no, nm := &ws[nthBest(ws, other, nodes, pol.Rank)], &ws[nthBest(ws, mine, nodes, pol.Rank)]
+		no, nm := &ws[nthBest(ws, other, nodes, pol.Rank, gpn)], &ws[nthBest(ws, mine, nodes, pol.Rank, gpn)]
 		sm, so := bits.OnesCount32(mine), bits.OnesCount32(other)
-		fillsFirst := refKeyBefore(pol.Rank, no, nm) ||
-			!refKeyBefore(pol.Rank, nm, no) && refGroupLess(&ws[i], &ws[first], level)
+		fillsFirst := refKeyBefore(pol.Rank, gpn, no, nm) ||
+			!refKeyBefore(pol.Rank, gpn, nm, no) && refGroupLess(&ws[i], &ws[first], level)
 		if pol.BucketChoice == BucketBestFit && sm == 1 && so == 1 {
-			fillsFirst = refRankBefore(pol.Rank, no, nm) // two single workers: the full rank order
+			fillsFirst = refRankBefore(pol.Rank, gpn, no, nm) // two single workers: the full rank order
 		}
 		switch {
 		case pol.BucketChoice == BucketFirstFill && fillsFirst:
@@ -335,5 +352,5 @@ func refCheck(t *testing.T, ws []Worker, free uint32, nodes int, pol Policy, lev
 			t.Fatalf("%s: best fit took a bucket of %d, one of %d fits better", ctx, sm, so)
 		}
 	}
-	refCheckInside(t, ws, mine, chosen, level, pol.Rank, pol.GroupLocality == LocalityAny, ctx)
+	refCheckInside(t, ws, mine, chosen, level, pol.Rank, gpn, pol.GroupLocality == LocalityAny, ctx)
 }

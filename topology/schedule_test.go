@@ -465,7 +465,8 @@ func TestScheduleRejectsInvalidInput(t *testing.T) {
 		{Job{Name: "j", Nodes: 1, GPUsPerNode: 1}, Policy{BucketChoice: "worst"},
 			`failed: policy: unknown bucket_choice "worst" (want best_fit or first_fill)`},
 		{Job{Name: "j", Nodes: 0, GPUsPerNode: 1}, Policy{}, `failed: job "j" asks for 0 nodes; it needs at least 1`},
-		{Job{Name: "j", Nodes: 1, GPUsPerNode: 0}, Policy{}, `failed: job "j" asks for 0 GPUs per node; it needs 1 to 64`},
+		{Job{Name: "j", Nodes: 1, GPUsPerNode: -1}, Policy{}, `failed: job "j" asks for -1 GPUs per node; it needs 0 (CPU only) to 64`},
+		{Job{Name: "j", Nodes: 1, GPUsPerNode: 65}, Policy{}, `failed: job "j" asks for 65 GPUs per node; it needs 0 (CPU only) to 64`},
 	} {
 		d := Schedule(tt.job, labFleet(), tt.policy)
 		if d.Status != StatusFailed || d.Summary != tt.want {
@@ -537,16 +538,18 @@ func TestScheduleDecisionJSON(t *testing.T) {
 	for _, tt := range []struct {
 		name   string
 		nodes  int
+		gpus   int
 		policy Policy
 		fleet  []Worker
 	}{
-		{"placed-region", 5, Policy{}, labFleet()},
-		{"waiting-zone", 4, Policy{GroupLocality: LocalityZone}, zoneFleet()},
-		{"failed-zone", 5, Policy{GroupLocality: LocalityZone, OnUnschedulable: UnschedulableFail}, zoneFleet()},
-		{"failed-zone-no-eligible-worker", 1, Policy{GroupLocality: LocalityZone, OnUnschedulable: UnschedulableFail, Regions: []string{"asia-east1"}}, zoneFleet()},
+		{"placed-region", 5, 4, Policy{}, labFleet()},
+		{"waiting-zone", 4, 4, Policy{GroupLocality: LocalityZone}, zoneFleet()},
+		{"failed-zone", 5, 4, Policy{GroupLocality: LocalityZone, OnUnschedulable: UnschedulableFail}, zoneFleet()},
+		{"failed-zone-no-eligible-worker", 1, 4, Policy{GroupLocality: LocalityZone, OnUnschedulable: UnschedulableFail, Regions: []string{"asia-east1"}}, zoneFleet()},
+		{"placed-zone-cpu-only", 4, 0, Policy{GroupLocality: LocalityZone}, zoneFleet()},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			d := Schedule(Job{Name: "train", Nodes: tt.nodes, GPUsPerNode: 4}, tt.fleet, tt.policy)
+			d := Schedule(Job{Name: "train", Nodes: tt.nodes, GPUsPerNode: tt.gpus}, tt.fleet, tt.policy)
 			got, err := json.MarshalIndent(d, "", "  ")
 			if err != nil {
 				t.Fatal(err)
@@ -639,7 +642,7 @@ func TestScheduleNeverPanicsOnOddWorkers(t *testing.T) {
 		{ID: "dup", GPUs: 8, Free: AllDevices(8)},
 	}
 	for _, pol := range []Policy{{}, {GroupLocality: LocalityZone}, {Rank: RankMostFreeMemory}, {Rank: RankFirstFit, BucketChoice: BucketFirstFill}} {
-		for _, job := range []Job{{Nodes: 1, GPUsPerNode: 1}, {Nodes: 2, GPUsPerNode: 4}, {Nodes: 7, GPUsPerNode: 64}, {Nodes: 1 << 30, GPUsPerNode: 1}} {
+		for _, job := range []Job{{Nodes: 1, GPUsPerNode: 1}, {Nodes: 2, GPUsPerNode: 4}, {Nodes: 7, GPUsPerNode: 64}, {Nodes: 1 << 30, GPUsPerNode: 1}, {Nodes: 3, GPUsPerNode: 0}} {
 			d := Schedule(job, odd, pol)
 			for _, p := range d.Workers {
 				if len(p.GPUs) != job.GPUsPerNode {

@@ -48,8 +48,13 @@ func count(s DeviceSet) int { return bits.OnesCount64(uint64(s)) }
 // Job is what placement needs of a job: how many machines and how many GPUs
 // on each.
 type Job struct {
-	Name        string
-	Nodes       int
+	Name  string
+	Nodes int
+	// GPUsPerNode is 0 to MaxGPUs. 0 is a CPU-only job: any worker the
+	// policy allows can hold a node, whatever its GPUs (busy, or none), and
+	// its placements carry no GPUs. gpulayer counts no CPU or memory, so
+	// CPU-only nodes of different jobs may share a machine; one job's nodes
+	// are on distinct machines, as for every job.
 	GPUsPerNode int
 }
 

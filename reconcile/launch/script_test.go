@@ -387,6 +387,31 @@ func TestArgvWrapsTorchrun(t *testing.T) {
 	}
 }
 
+// TestEnvAndArgvOfACPUOnlyNode: a node of a job with gpus_per_node = 0
+// gets CUDA_VISIBLE_DEVICES set and empty (so no GPU of the machine is
+// visible, whatever the login's environment says) and counts one process
+// per node, for the plain launcher and for torchrun.
+func TestEnvAndArgvOfACPUOnlyNode(t *testing.T) {
+	n := node("python", "prep.py")
+	n.Spec.GPUsPerNode, n.GPUs, n.GPUUUIDs = 0, []int{}, nil
+	env := map[string]string{}
+	for _, v := range Env(n) {
+		env[v.Name] = v.Value
+	}
+	for k, want := range map[string]string{"WORLD_SIZE": "2", "NNODES": "2", "NPROC_PER_NODE": "1"} {
+		if env[k] != want {
+			t.Errorf("%s=%q, want %q", k, env[k], want)
+		}
+	}
+	if v, ok := env["CUDA_VISIBLE_DEVICES"]; !ok || v != "" {
+		t.Errorf("CUDA_VISIBLE_DEVICES=%q (set: %v), want set and empty", v, ok)
+	}
+	n.Spec.Launcher = "torchrun"
+	if got := Argv(n); !slices.Equal(got[:5], []string{"torchrun", "--nnodes", "2", "--nproc-per-node", "1"}) {
+		t.Errorf("argv %q, want one process per node", got)
+	}
+}
+
 // hiddenWorker is a command line whose process scrubs gpulayer's
 // variables from its environment (as env -u, or setproctitle rewriting
 // the environment block, would) and ignores SIGTERM, as a stuck worker

@@ -189,11 +189,19 @@ func refreshWords(p *reconcile.Plan) string {
 	return s + "."
 }
 
-// shapeWords writes "2 × 4 GPUs, torchrun, policy tight".
+// shapeWords writes "2 × 4 GPUs, torchrun, policy tight", or "2 nodes,
+// no GPUs, plain" for a CPU-only job ("2 × 0 GPUs" reads as a mistake).
 func shapeWords(c reconcile.JobChange) string {
-	shape := fmt.Sprintf("%d × %d GPU", c.Nodes, c.GPUsPerNode)
-	if c.GPUsPerNode != 1 {
-		shape += "s"
+	var shape string
+	switch {
+	case c.GPUsPerNode == 0 && c.Nodes == 1:
+		shape = "1 node, no GPUs"
+	case c.GPUsPerNode == 0:
+		shape = fmt.Sprintf("%d nodes, no GPUs", c.Nodes)
+	case c.GPUsPerNode == 1:
+		shape = fmt.Sprintf("%d × 1 GPU", c.Nodes)
+	default:
+		shape = fmt.Sprintf("%d × %d GPUs", c.Nodes, c.GPUsPerNode)
 	}
 	if c.Launcher != "" {
 		shape += ", " + c.Launcher

@@ -186,17 +186,7 @@ func hosts(n int) string {
 
 func writeJob(w *bufio.Writer, c reconcile.JobChange, st styles) {
 	fmt.Fprintf(w, "  %s %s %s\n", st.symbol(c.Action), st.bold.Render("job "+strconv.Quote(c.Job)), verbs[c.Action])
-	shape := fmt.Sprintf("%d × %d GPU", c.Nodes, c.GPUsPerNode)
-	if c.GPUsPerNode != 1 {
-		shape += "s"
-	}
-	if c.Launcher != "" {
-		shape += ", " + c.Launcher
-	}
-	if c.Policy != "" {
-		shape += ", policy " + c.Policy
-	}
-	fmt.Fprintf(w, "      %s\n", st.dim.Render(clean(shape)))
+	fmt.Fprintf(w, "      %s\n", st.dim.Render(clean(shapeWords(c))))
 	for i, r := range c.Reasons {
 		lead := "why: "
 		if i > 0 {
@@ -269,11 +259,11 @@ func writeNodes(w *bufio.Writer, pl *reconcile.Placement) {
 	writeColumns(w, "      ", rows)
 }
 
-// gpuWords writes "GPU 3" or "GPUs 4-7"; "no GPU" for a CPU-only node.
+// gpuWords writes "GPU 3" or "GPUs 4-7"; "no GPUs" for a CPU-only node.
 func gpuWords(gpus []int) string {
 	switch len(gpus) {
 	case 0:
-		return "no GPU"
+		return "no GPUs"
 	case 1:
 		return "GPU " + strconv.Itoa(gpus[0])
 	}
