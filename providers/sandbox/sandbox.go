@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
@@ -15,6 +16,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	gossh "golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
@@ -381,13 +384,37 @@ func baseEnv(bin string) []string {
 		"SHELL=" + filepath.Join(bin, "sandbox-shell"),
 		"LANG=C.UTF-8",
 	}
-	if py, err := exec.LookPath("python3"); err == nil {
+	if py := realPython3(); py != "" {
 		env = append(env, "GPULAYER_SANDBOX_PYTHON3="+py)
 	}
 	if u := currentUser(); u != "" {
 		env = append(env, "USER="+u, "LOGNAME="+u)
 	}
 	return env
+}
+
+// realPython3 is the python3 interpreter the machines' python3 runs: the
+// executable itself, as the interpreter reports it, where PATH finds a
+// wrapper (pyenv's and asdf's shims are shell scripts that fork helpers
+// and take tens of milliseconds, on every launch); "" without python3.
+//
+// It is asked once per program: every machine of every sandbox shares it.
+var realPython3 = sync.OnceValue(findPython3)
+
+func findPython3() string {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, py, "-c", "import sys; print(sys.executable)").Output()
+	if real := strings.TrimSpace(string(out)); err == nil && filepath.IsAbs(real) {
+		if fi, err := os.Stat(real); err == nil && fi.Mode().IsRegular() {
+			return real
+		}
+	}
+	return py
 }
 
 func newSigner() (gossh.Signer, error) {
