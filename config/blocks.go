@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,7 +19,13 @@ const (
 	DefaultKnownHosts     = "~/.ssh/known_hosts"
 	DefaultConnectTimeout = 10 * time.Second
 	DefaultStopTimeout    = 30 * time.Second
-	DefaultGPUsPerNode    = 1
+	// Lifecycle defaults (docs/lifecycle.md).
+	DefaultOnLost          = 3
+	DefaultRestartDelay    = 30 * time.Second
+	DefaultRestartMaxDelay = 10 * time.Minute
+	DefaultLostAfter       = 5 * time.Minute
+	DefaultCompletionGrace = 5 * time.Minute
+	DefaultGPUsPerNode     = 1
 )
 
 // Allowed values of the enumerated attributes, in the order documentation
@@ -62,6 +69,12 @@ var jobSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 	{Name: "policy"}, {Name: "nodes", Required: true}, {Name: "gpus_per_node"},
 	{Name: "command", Required: true}, {Name: "env"}, {Name: "workdir"},
 	{Name: "labels"}, {Name: "launcher"}, {Name: "stop_timeout"}, {Name: "master_port"},
+	{Name: "kind"}, {Name: "completion_grace"}, {Name: "deadline"}, {Name: "stall_timeout"},
+}, Blocks: []hcl.BlockHeaderSchema{{Type: "restart"}}}
+
+var restartSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
+	{Name: "attempts"}, {Name: "on_lost"}, {Name: "retry_exit_codes"}, {Name: "fail_exit_codes"},
+	{Name: "delay"}, {Name: "max_delay"}, {Name: "lost_after"},
 }}
 
 // declare checks the name of a top-level block and that no earlier block of
@@ -428,7 +441,8 @@ func (l *loader) jobs(blocks hcl.Blocks) {
 		if !ok {
 			continue
 		}
-		j := &Job{Name: name, GPUsPerNode: DefaultGPUsPerNode, Launcher: LauncherTorchrun, StopTimeout: DefaultStopTimeout, DeclRange: b.DefRange}
+		j := &Job{Name: name, GPUsPerNode: DefaultGPUsPerNode, Launcher: LauncherTorchrun, StopTimeout: DefaultStopTimeout,
+			Kind: KindBatch, CompletionGrace: DefaultCompletionGrace, DeclRange: b.DefRange}
 		content, diags := b.Body.Content(jobSchema)
 		l.add(diags...)
 		a := content.Attributes
@@ -459,10 +473,69 @@ func (l *loader) jobs(blocks hcl.Blocks) {
 				Subject:  a["master_port"].Expr.Range().Ptr(),
 			})
 		}
+		d.enum(a, "kind", Kinds, &j.Kind)
+		d.duration(a, "completion_grace", &j.CompletionGrace)
+		d.duration(a, "deadline", &j.Deadline)
+		d.duration(a, "stall_timeout", &j.StallTimeout)
+		j.Restart = l.restart(d, j.Kind, content.Blocks)
 		l.cfg.Jobs = append(l.cfg.Jobs, j)
 	}
 	l.add(d.diags...)
 	sort.Slice(l.cfg.Jobs, func(i, j int) bool { return l.cfg.Jobs[i].Name < l.cfg.Jobs[j].Name })
+}
+
+// restart decodes a job's restart block (at most one) over the defaults of
+// its kind: a batch job is not restarted after its own failures and is
+// restarted 3 times after losing a machine; a service, always.
+func (l *loader) restart(d *decoder, kind string, blocks hcl.Blocks) Restart {
+	r := Restart{Attempts: 0, OnLost: DefaultOnLost, Delay: DefaultRestartDelay, MaxDelay: DefaultRestartMaxDelay, LostAfter: DefaultLostAfter}
+	if kind == KindService {
+		r.Attempts, r.OnLost = -1, -1
+	}
+	for i, b := range blocks {
+		if i > 0 {
+			d.add(&hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Duplicate restart block",
+				Detail:   "A job has at most one restart block; the first is at " + blocks[0].DefRange.String() + ".",
+				Subject:  b.DefRange.Ptr(),
+			})
+			continue
+		}
+		content, diags := b.Body.Content(restartSchema)
+		l.add(diags...)
+		a := content.Attributes
+		d.integer(a, "attempts", -1, &r.Attempts)
+		d.integer(a, "on_lost", -1, &r.OnLost)
+		d.exitCodes(a, "retry_exit_codes", &r.RetryExitCodes)
+		d.exitCodes(a, "fail_exit_codes", &r.FailExitCodes)
+		d.duration(a, "delay", &r.Delay)
+		d.duration(a, "max_delay", &r.MaxDelay)
+		d.duration(a, "lost_after", &r.LostAfter)
+		if r.MaxDelay < r.Delay && a["max_delay"] != nil {
+			d.add(&hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Invalid value for max_delay",
+				Detail:   fmt.Sprintf("max_delay (%s) is the longest a delay grows to; it cannot be shorter than delay (%s).", r.MaxDelay, r.Delay),
+				Subject:  a["max_delay"].Expr.Range().Ptr(),
+			})
+		}
+		for _, c := range r.RetryExitCodes {
+			if slices.Contains(r.FailExitCodes, c) && a["fail_exit_codes"] != nil {
+				d.add(&hcl.Diagnostic{
+					Severity: hcl.DiagError,
+					Summary:  "Exit code both retried and failed",
+					Detail:   fmt.Sprintf("Exit code %d is in both retry_exit_codes and fail_exit_codes; a code can be one or the other.", c),
+					Subject:  a["fail_exit_codes"].Expr.Range().Ptr(),
+				})
+				break
+			}
+		}
+	}
+	if r.MaxDelay < r.Delay {
+		r.MaxDelay = r.Delay
+	}
+	return r
 }
 
 // crossChecks are the problems that need the whole configuration: a job

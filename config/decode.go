@@ -188,6 +188,44 @@ func (d *decoder) integer(attrs hcl.Attributes, name string, lowest int64, dst *
 	return true
 }
 
+// exitCodes reads a list of process exit statuses, 0 to 255.
+func (d *decoder) exitCodes(attrs hcl.Attributes, name string, dst *[]int) bool {
+	attr := attrs[name]
+	v, ok := d.eval(attr, cty.List(cty.Number))
+	if !ok {
+		return false
+	}
+	var out []int
+	for it := v.ElementIterator(); it.Next(); {
+		_, e := it.Element()
+		var bad string
+		switch {
+		case e.IsNull():
+			bad = "null"
+		case !e.AsBigFloat().IsInt():
+			bad = e.AsBigFloat().Text('g', -1)
+		default:
+			n, _ := e.AsBigFloat().Int64()
+			if n < 0 || n > 255 {
+				bad = e.AsBigFloat().Text('g', -1)
+			} else {
+				out = append(out, int(n))
+			}
+		}
+		if bad != "" {
+			d.add(&hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Invalid value for " + name,
+				Detail:   fmt.Sprintf("%s lists exit statuses, whole numbers from 0 to 255; got %s.", name, bad),
+				Subject:  attr.Expr.Range().Ptr(),
+			})
+			return false
+		}
+	}
+	*dst = out
+	return true
+}
+
 func (d *decoder) strList(attrs hcl.Attributes, name string, dst *[]string) bool {
 	v, ok := d.eval(attrs[name], cty.List(cty.String))
 	if !ok || !d.noNullElement(attrs[name], v) {

@@ -209,7 +209,47 @@ type Job struct {
 	StopTimeout time.Duration
 	// MasterPort is node 0's rendezvous port; 0 lets apply choose one.
 	MasterPort int
-	DeclRange  hcl.Range
+	// Kind is KindBatch (runs to completion; a success is final) or
+	// KindService (restarted whenever it ends).
+	Kind string
+	// Restart is the job's restart policy (docs/lifecycle.md).
+	Restart Restart
+	// CompletionGrace is how long the other nodes may run once one node
+	// exited 0; Deadline, 0 for none, how long a run may last; StallTimeout,
+	// 0 for none, how long its logs and heartbeat may stay unchanged.
+	CompletionGrace time.Duration
+	Deadline        time.Duration
+	StallTimeout    time.Duration
+	DeclRange       hcl.Range
 
 	policyRange hcl.Range
+}
+
+// Job kinds.
+const (
+	KindBatch   = "batch"
+	KindService = "service"
+)
+
+// Kinds are the values of a job's kind.
+var Kinds = []string{KindBatch, KindService}
+
+// Restart is a job's `restart` block.
+type Restart struct {
+	// Attempts are the restarts after the job's own failures (a node
+	// exited non-zero or was killed); OnLost those after a node or its
+	// machine was lost. -1 is unlimited (a service's default).
+	Attempts int
+	OnLost   int
+	// RetryExitCodes are always restarted, and not counted;
+	// FailExitCodes never restarted.
+	RetryExitCodes []int
+	FailExitCodes  []int
+	// Delay is the wait before a restart, doubled after each one up to
+	// MaxDelay.
+	Delay    time.Duration
+	MaxDelay time.Duration
+	// LostAfter is how long a node's host may not answer before the node
+	// counts as lost.
+	LostAfter time.Duration
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gpulayer/gpulayer/config"
 	"github.com/gpulayer/gpulayer/reconcile/facts"
@@ -35,6 +36,12 @@ type Input struct {
 	// a fleet missing from it was not asked (--refresh=false, --facts),
 	// and state's record of its machines is taken as it is.
 	Listed map[string]Listing
+	// Replace names jobs to launch again whatever their state (--replace
+	// job.NAME), their restart budgets reset.
+	Replace []string
+	// Now is the time the lifecycle pass decides by (restart delays,
+	// lost_after, completion_grace, deadlines); zero means time.Now().
+	Now time.Time
 }
 
 // MakePlan compares the configuration with state and facts and returns
@@ -58,6 +65,9 @@ func MakePlan(in Input) *Plan {
 	if st == nil {
 		st = state.New()
 	}
+	if in.Now.IsZero() {
+		in.Now = time.Now()
+	}
 	p := &Plan{
 		FormatVersion:   PlanFormatVersion,
 		GpulayerVersion: in.Version,
@@ -68,6 +78,7 @@ func MakePlan(in Input) *Plan {
 		Leftovers:       []Leftover{},
 		Fleets:          []FleetChange{},
 		Warnings:        []string{},
+		MadeAt:          in.Now.UTC(),
 	}
 	// Created machines are hosts of their fleets from here on, located by
 	// their provider's record as this refresh listed it.
@@ -113,6 +124,12 @@ type verdict struct {
 	// unplaced is the decision that kept a healthy job running its old
 	// configuration: its new one could not be placed.
 	unplaced *topology.Decision
+	// run is the lifecycle pass's report on the job's run (nil when it
+	// has nothing to say); ended says the run is over, so it holds no
+	// GPU; stopOnly that what may still run of it is stopped, and the job
+	// kept in state as it ended.
+	run             *RunReport
+	ended, stopOnly bool
 }
 
 type planner struct {
@@ -177,6 +194,10 @@ func (pl *planner) classify() {
 			}
 			v.reasons = []Reason{{Code: ReasonRemovedFromConfig, Message: msg}}
 			pl.checkPrior(v)
+		case slices.Contains(pl.in.Replace, name):
+			v.place = true
+			v.reasons = []Reason{{Code: ReasonReplaceRequested, Message: "--replace job." + name + " launches it again; its restart budgets start over"}}
+		case v.spec.Hash() == v.prior.ConfigHash && pl.lifecycle(v):
 		default:
 			pl.checkPrior(v)
 			if len(v.reasons) == 0 {

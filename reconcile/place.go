@@ -57,7 +57,7 @@ func (pl *planner) schedule() map[string]topology.Decision {
 		if v.prior == nil {
 			continue
 		}
-		if v.keep {
+		if v.keep && !v.ended {
 			for _, n := range v.prior.Nodes {
 				held[n.Host] = append(held[n.Host], n.GPUs...)
 				kept[n.Host]++
@@ -211,9 +211,19 @@ func (pl *planner) change(v *verdict, decisions map[string]topology.Decision) Jo
 	if v.prior != nil {
 		c.Prior = pl.prior(v)
 	}
+	c.Run = v.run
 	switch {
 	case v.cfg == nil:
 		c.Action, c.StopPrior = ActionDestroy, true
+	case v.stopOnly:
+		// The run ended (or its restart waits out a delay): what may
+		// still run of it is stopped, and the job kept as it ended.
+		c.Action, c.StopPrior = ActionStop, true
+		if v.run != nil {
+			c.Reasons = append(c.Reasons, Reason{Code: ReasonRunEnded, Message: runEndWords(v.run)})
+		}
+	case v.keep && v.ended:
+		c.Action = ActionNoOp
 	case v.keep && v.unplaced != nil:
 		// Waiting for its new configuration, running its old one.
 		c.Action = ActionWaiting
@@ -346,7 +356,7 @@ func (pl *planner) summarize() {
 			s.Launch++
 		case ActionReplace:
 			s.Replace++
-		case ActionDestroy:
+		case ActionDestroy, ActionStop:
 			s.Stop++
 		case ActionWaiting:
 			s.Waiting++

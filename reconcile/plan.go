@@ -1,6 +1,10 @@
 package reconcile
 
-import "github.com/gpulayer/gpulayer/topology"
+import (
+	"time"
+
+	"github.com/gpulayer/gpulayer/topology"
+)
 
 // PlanFormatVersion is the version of the plan document (docs/plan.md). A
 // reader refuses a saved plan of another version.
@@ -32,6 +36,8 @@ type Plan struct {
 	// Warnings are things a reviewer should know that change nothing.
 	Warnings []string `json:"warnings"`
 	Summary  Summary  `json:"summary"`
+	// MadeAt is the time the plan's lifecycle pass decided by.
+	MadeAt time.Time `json:"made_at"`
 }
 
 // StateRef identifies a version of state.
@@ -95,6 +101,10 @@ const (
 	// ActionFailed: can never be placed under its policy
 	// (on_unschedulable = "fail").
 	ActionFailed Action = "failed"
+	// ActionStop: the job's run ended (Run says how); what may still run
+	// of it is stopped (the gang fails together), and the job stays in
+	// state as it ended, or restarting once its delay is past.
+	ActionStop Action = "stop"
 )
 
 // JobChange is one job's part of a plan.
@@ -125,6 +135,20 @@ type JobChange struct {
 	// Decision is the scheduler's summary and explanation, for every job
 	// that was placed in this plan or could not be.
 	Decision *Decision `json:"decision,omitempty"`
+	// Run is the lifecycle pass's report on the job's run: how it ended,
+	// its restarts; nil when there is nothing to report.
+	Run *RunReport `json:"run,omitempty"`
+}
+
+// HasRecords says apply has run ends (or other observations) to write
+// into state, even where the plan changes nothing.
+func (p *Plan) HasRecords() bool {
+	for _, c := range p.Jobs {
+		if c.Run != nil && c.Run.Record {
+			return true
+		}
+	}
+	return false
 }
 
 // PriorJob is what state records of a job.

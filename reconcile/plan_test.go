@@ -174,13 +174,17 @@ type planCase struct {
 	check func(t *testing.T, p *reconcile.Plan)
 }
 
+// planNow is the time every plan case is made at: an hour after the
+// jobs of the cases were launched.
+var planNow = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+
 func input(cfg *config.Config, st *state.State, doc *facts.Document) reconcile.Input {
 	if st.Lineage == "" {
 		st.Lineage = "6f1d1a8e-7c39-4d4f-9a51-3a0d2b7c9e10"
 		st.Serial = 4
 	}
 	return reconcile.Input{Config: cfg, State: st, Facts: finish(doc),
-		Refresh: reconcile.Refresh{Source: reconcile.RefreshFile, File: "facts.json"}, Version: "test"}
+		Refresh: reconcile.Refresh{Source: reconcile.RefreshFile, File: "facts.json"}, Version: "test", Now: planNow}
 }
 
 func action(t *testing.T, p *reconcile.Plan, job string, want reconcile.Action, codes ...reconcile.ReasonCode) *reconcile.JobChange {
@@ -281,7 +285,7 @@ job "train" {
 		},
 	},
 	{
-		name: "replace-process-exited",
+		name: "stop-node-failed",
 		build: func(t *testing.T) reconcile.Input {
 			cfg := loadConfig(t, fleetHCL, trainHCL)
 			st, doc := state.New(), fleetFacts()
@@ -295,9 +299,18 @@ job "train" {
 			return input(cfg, st, doc)
 		},
 		check: func(t *testing.T, p *reconcile.Plan) {
-			c := action(t, p, "train", reconcile.ActionReplace, reconcile.ReasonProcessExited)
-			if r := c.Reasons[0]; r.ExitStatus == nil || *r.ExitStatus != 137 || r.Host != "a2" || len(r.LogTail) != 2 {
-				t.Errorf("reason %+v", r)
+			// A batch job with no restart left: node 0 is stopped with
+			// it, and the job stays in state, failed.
+			c := action(t, p, "train", reconcile.ActionStop, reconcile.ReasonRunEnded)
+			r := c.Run
+			if r == nil || r.State != state.JobFailed || r.EndReason != reconcile.EndFailed || !r.Record || len(r.Nodes) != 1 {
+				t.Fatalf("run %+v", r)
+			}
+			if e := r.Nodes[0]; e.Rank != 1 || e.ExitStatus == nil || *e.ExitStatus != 137 || e.Signal != "KILL" || len(e.LogTail) != 2 {
+				t.Errorf("node end %+v", e)
+			}
+			if !strings.Contains(c.Reasons[0].Message, "killed by SIGKILL") || !p.HasChanges() {
+				t.Errorf("reason %q, changes %v", c.Reasons[0].Message, p.HasChanges())
 			}
 		},
 	},
@@ -312,14 +325,16 @@ job "train" {
 			return input(cfg, st, doc)
 		},
 		check: func(t *testing.T, p *reconcile.Plan) {
-			c := action(t, p, "train", reconcile.ActionReplace, reconcile.ReasonProcessExited, reconcile.ReasonProcessExited)
-			if c.Prior.Nodes[0].Alive == nil || *c.Prior.Nodes[0].Alive {
-				t.Errorf("node 0 liveness %v", c.Prior.Nodes[0].Alive)
+			// Both nodes vanished without an exit status: the gang is
+			// lost, and restarted at once under on_lost (3 by default).
+			c := action(t, p, "train", reconcile.ActionReplace, reconcile.ReasonRestart)
+			if c.Run == nil || c.Run.State != state.JobLost || c.Run.Budget != "on_lost" || !c.Run.Restart {
+				t.Errorf("run %+v", c.Run)
 			}
 		},
 	},
 	{
-		name: "replace-host-unreachable",
+		name: "unknown-host-unreachable",
 		build: func(t *testing.T) reconcile.Input {
 			cfg := loadConfig(t, fleetHCL, trainHCL)
 			st, doc := state.New(), fleetFacts()
@@ -330,14 +345,42 @@ job "train" {
 			return input(cfg, st, doc)
 		},
 		check: func(t *testing.T, p *reconcile.Plan) {
-			c := action(t, p, "train", reconcile.ActionReplace, reconcile.ReasonHostUnreachable)
+			// Not answering once is not a failure: the job may still run
+			// there, and is left alone; when a2 stopped answering is
+			// recorded, for lost_after.
+			c := action(t, p, "train", reconcile.ActionNoOp)
+			if c.Run == nil || c.Run.State != reconcile.RunUnknown || !c.Run.Record || !c.Run.Unreachable[1].Equal(planNow) || p.HasChanges() {
+				t.Errorf("run %+v", c.Run)
+			}
+			if len(p.Refresh.Problems) != 1 || p.Refresh.Usable != 3 {
+				t.Errorf("refresh %+v", p.Refresh)
+			}
+		},
+	},
+	{
+		name: "replace-host-lost",
+		build: func(t *testing.T) reconcile.Input {
+			cfg := loadConfig(t, fleetHCL, trainHCL)
+			st, doc := state.New(), fleetFacts()
+			running(t, st, doc, cfg, "train", "r-train1", map[string][]int{"a1": {0, 1, 2, 3}, "a2": {0, 1, 2, 3}}, "a1", "a2")
+			since := planNow.Add(-6 * time.Minute)
+			st.Jobs[0].Nodes[1].UnreachableSince = &since
+			a2 := doc.Find("a2")
+			*a2 = facts.Host{Name: "a2", Fleet: "lab", Address: "10.1.0.12", Status: facts.StatusUnreachable,
+				Error: "dial tcp 10.1.0.12:22: i/o timeout", GPUs: []facts.GPU{}, FreeGPUs: []int{}}
+			return input(cfg, st, doc)
+		},
+		check: func(t *testing.T, p *reconcile.Plan) {
+			// Unreachable for longer than lost_after (5m): lost, and
+			// placed again at once, away from a2.
+			c := action(t, p, "train", reconcile.ActionReplace, reconcile.ReasonRestart)
 			for _, n := range c.Placement.Nodes {
 				if n.Host == "a2" {
 					t.Errorf("placed on the unreachable host: %+v", c.Placement.Nodes)
 				}
 			}
-			if len(p.Refresh.Problems) != 1 || p.Refresh.Usable != 3 {
-				t.Errorf("refresh %+v", p.Refresh)
+			if c.Run == nil || c.Run.State != state.JobLost || c.Run.Budget != "on_lost" || c.Run.LostRestarts != 0 {
+				t.Errorf("run %+v", c.Run)
 			}
 		},
 	},
@@ -548,7 +591,7 @@ job "huge" {
 			return input(cfg, st, doc)
 		},
 		check: func(t *testing.T, p *reconcile.Plan) {
-			action(t, p, "train", reconcile.ActionReplace, reconcile.ReasonProcessExited)
+			action(t, p, "train", reconcile.ActionReplace, reconcile.ReasonRestart)
 			action(t, p, "eval", reconcile.ActionNoOp)
 			action(t, p, "old", reconcile.ActionDestroy, reconcile.ReasonRemovedFromConfig)
 			action(t, p, "serve", reconcile.ActionCreate, reconcile.ReasonNewJob)

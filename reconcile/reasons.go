@@ -39,6 +39,15 @@ const (
 	// ReasonMachineDeleted: a node's machine is deleted or replaced by
 	// this plan (count lowered, or its gcp block changed).
 	ReasonMachineDeleted ReasonCode = "machine_deleted"
+	// ReasonRunEnded: a node of the job's run ended (it failed, was lost,
+	// or the run succeeded, straggled or ran past its deadline) and the
+	// nodes that may still run are stopped: the gang ends together.
+	ReasonRunEnded ReasonCode = "run_ended"
+	// ReasonRestart: the job's run ended and its restart policy runs it
+	// again (docs/lifecycle.md).
+	ReasonRestart ReasonCode = "restart"
+	// ReasonReplaceRequested: --replace job.NAME.
+	ReasonReplaceRequested ReasonCode = "replace_requested"
 	// ReasonRemovedFromConfig: the job is in state and no longer
 	// configured (destroy).
 	ReasonRemovedFromConfig ReasonCode = "removed_from_config"
@@ -87,6 +96,9 @@ var ReasonCodes = []struct {
 	{ReasonMachineMissing, "a created machine was deleted outside gpulayer"},
 	{ReasonMachineStopped, "a created machine is stopped or was preempted"},
 	{ReasonMachineDeleted, "a node's machine is deleted or replaced by this plan"},
+	{ReasonRunEnded, "the job's run ended; what may still run of it is stopped"},
+	{ReasonRestart, "the job's run ended and its restart policy runs it again"},
+	{ReasonReplaceRequested, "--replace asked for the job to run again"},
 	{ReasonRemovedFromConfig, "the job is no longer configured"},
 	{ReasonUnschedulableNow, "no group of machines can hold the job now"},
 	{ReasonUnschedulable, "no group of machines can ever hold the job under its policy"},

@@ -115,7 +115,15 @@ func applyRun(opts *applyOptions) error {
 		return err
 	}
 	if !made.plan.HasChanges() {
-		if made.located {
+		switch {
+		case made.plan.HasRecords():
+			// Nothing to do, but how runs ended is recorded (and where
+			// GCP now says machines run, with it): a finished job is
+			// never launched again.
+			if err := recordRuns(ctx, backend, made.state, made.plan, made.facts); err != nil {
+				return err
+			}
+		case made.located:
 			// Nothing to do, but where GCP now says machines run is
 			// recorded, so that a plan without a refresh (or from a saved
 			// plan's state) places them by it too.
@@ -152,7 +160,7 @@ func (opts *applyOptions) finish(cmd *cobra.Command) error {
 		return err
 	}
 	if opts.planFile != "" {
-		for _, name := range []string{"var", "var-file", "target", "facts", "refresh"} {
+		for _, name := range []string{"var", "var-file", "target", "replace", "facts", "refresh"} {
 			if cmd.Flags().Changed(name) {
 				return fmt.Errorf("--%s cannot change a saved plan; make a new plan with it", name)
 			}
@@ -231,6 +239,11 @@ func applySaved(ctx context.Context, opts *applyOptions) error {
 		return err
 	}
 	if !f.Plan.HasChanges() {
+		if f.Plan.HasRecords() {
+			if err := recordRuns(ctx, backend, st, f.Plan, f.Facts); err != nil {
+				return err
+			}
+		}
 		return unplaceableExit(f.Plan)
 	}
 	specs := map[string]state.JobSpec{}
@@ -380,6 +393,14 @@ func execute(ctx context.Context, io *iostreams.IOStreams, opts *applyOptions, x
 		return &exitError{code: 1, err: errors.New(iostreams.Sanitize(strings.Join(undone, "; "), false))}
 	}
 	return nil
+}
+
+// recordRuns writes what a plan with nothing else to do saw of its jobs'
+// runs (how they ended) into state.
+func recordRuns(ctx context.Context, backend state.Backend, st *state.State, p *reconcile.Plan, doc *facts.Document) error {
+	ex := &apply.Executor{Backend: backend}
+	_, err := ex.Apply(ctx, st, p, doc)
+	return err
 }
 
 // unplaceableExit is apply's exit when the plan has nothing to do: 1 when

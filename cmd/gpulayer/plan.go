@@ -31,6 +31,7 @@ type planInputs struct {
 	vars        []config.VarArg
 	environ     []string
 	targets     []string
+	replace     []string
 	refresh     bool
 	factsFile   string
 	lockTimeout time.Duration
@@ -44,6 +45,7 @@ func addPlanInputFlags(cmd *cobra.Command, in *planInputs) {
 	addStateFlags(cmd, &in.statePath, &in.lockTimeout)
 	cmd.Flags().BoolVar(&in.lock, "lock", true, "hold the state lock while reading state")
 	cmd.Flags().StringArrayVar(&in.targets, "target", nil, "plan only the job `job.NAME` (repeatable)")
+	cmd.Flags().StringArrayVar(&in.replace, "replace", nil, "launch the job `job.NAME` again whatever its state, its restart budgets reset (repeatable)")
 	cmd.Flags().BoolVar(&in.refresh, "refresh", true, "probe the machines; false plans from the facts saved in state")
 	cmd.Flags().StringVar(&in.factsFile, "facts", "", "plan from the facts document `FILE` (gpulayer probe --out), with no SSH")
 	cmd.Flags().IntVar(&in.parallelism, "parallelism", probe.DefaultParallelism, "probe at most `N` hosts at once")
@@ -62,6 +64,9 @@ func (in *planInputs) check(cmd *cobra.Command) error {
 	}
 	if in.lockTimeout < 0 {
 		return fmt.Errorf("--lock-timeout must not be negative, got %s", in.lockTimeout)
+	}
+	if _, err := parseJobAddresses("replace", in.replace); err != nil {
+		return err
 	}
 	_, err := parseTargets(in.targets)
 	return err
@@ -240,6 +245,10 @@ func makePlan(ctx context.Context, io *iostreams.IOStreams, in *planInputs, cfg 
 		return nil, err
 	}
 	targets, _ := parseTargets(in.targets)
+	replace, _ := parseJobAddresses("replace", in.replace)
+	if err := checkJobNames(cfg, st, "replace", replace); err != nil {
+		return nil, err
+	}
 	if err := checkTargets(cfg, st, targets); err != nil {
 		return nil, err
 	}
@@ -299,7 +308,7 @@ func makePlan(ctx context.Context, io *iostreams.IOStreams, in *planInputs, cfg 
 	}
 	p := reconcile.MakePlan(reconcile.Input{
 		Config: cfg, State: st, Facts: doc, Refresh: refresh, Targets: targets, Version: buildVersion(), Destroy: destroy,
-		Listed: listed,
+		Listed: listed, Replace: replace, Now: time.Now(),
 	})
 	statePath, remote := ws.record()
 	file, err := planfile.New(p, cfg, doc, absDir(in.dir), statePath)
@@ -330,13 +339,19 @@ func refreshProbeOptions(io *iostreams.IOStreams, in *planInputs) probe.Options 
 // checkTargets refuses --target names that neither the configuration nor
 // state has.
 func checkTargets(cfg *config.Config, st *state.State, targets []string) error {
-	for _, t := range targets {
+	return checkJobNames(cfg, st, "target", targets)
+}
+
+// checkJobNames refuses names of a --target or --replace that neither the
+// configuration nor state has.
+func checkJobNames(cfg *config.Config, st *state.State, flag string, names []string) error {
+	for _, t := range names {
 		found := st.Job(t) != nil
 		for _, j := range cfg.Jobs {
 			found = found || j.Name == t
 		}
 		if !found {
-			return fmt.Errorf("--target job.%s: no job %q is declared or recorded in state", t, t)
+			return fmt.Errorf("--%s job.%s: no job %q is declared or recorded in state", flag, t, t)
 		}
 	}
 	return nil

@@ -155,11 +155,16 @@ func absDir(dir string) string {
 
 // parseTargets reads --target job.NAME flags into job names.
 func parseTargets(targets []string) ([]string, error) {
+	return parseJobAddresses("target", targets)
+}
+
+// parseJobAddresses reads the job.NAME values of a repeatable flag.
+func parseJobAddresses(flag string, values []string) ([]string, error) {
 	var out []string
-	for _, t := range targets {
+	for _, t := range values {
 		name, ok := strings.CutPrefix(t, "job.")
 		if !ok || name == "" {
-			return nil, fmt.Errorf("--target %q: want job.NAME", t)
+			return nil, fmt.Errorf("--%s %q: want job.NAME", flag, t)
 		}
 		out = append(out, name)
 	}

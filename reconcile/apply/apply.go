@@ -132,9 +132,16 @@ func (e *Executor) Apply(ctx context.Context, st *state.State, p *reconcile.Plan
 		return nil, fmt.Errorf("saved plan is stale: it was made from state serial %d (lineage %q), and state is now at serial %d (lineage %q); make a new plan",
 			p.State.Serial, p.State.Lineage, st.Serial, st.Lineage)
 	}
-	r := &run{e: e, res: &Result{}, sv: newSaver(e.Backend, st), sem: make(chan struct{}, e.parallelism())}
+	r := &run{e: e, res: &Result{}, sv: newSaver(e.Backend, st), sem: make(chan struct{}, e.parallelism()), priors: map[string]state.Job{}}
 	if doc != nil {
 		r.sv.update(func(st *state.State) { st.Facts = doc })
+	}
+	// What the lifecycle pass saw of runs that change nothing else (an
+	// end, a host that stopped answering) is recorded first.
+	for _, c := range p.Jobs {
+		if c.Run != nil && c.Run.Record && !c.StopPrior && c.Action != reconcile.ActionReplace && c.Action != reconcile.ActionCreate {
+			r.record(c)
+		}
 	}
 	// Leftovers and the jobs the plan stops go first: their GPUs are
 	// what replacements and new jobs were placed on.
@@ -200,8 +207,53 @@ type run struct {
 	sv  *saver
 	sem chan struct{} // node operations in flight
 
-	mu  sync.Mutex // res and progress
+	mu  sync.Mutex // res, priors and progress
 	res *Result
+	// priors are the state records of the jobs this apply stopped to
+	// replace, by name: their launch keeps their history and, for a
+	// restart, their restart counts.
+	priors map[string]state.Job
+}
+
+// record writes a plan's report on a job's run into state, when state
+// still holds that run.
+func (r *run) record(c reconcile.JobChange) {
+	if c.Prior == nil {
+		return
+	}
+	r.sv.update(func(st *state.State) {
+		if j := st.Job(c.Job); j != nil && j.RunID == c.Prior.RunID {
+			RecordRun(j, c.Run)
+		}
+	})
+}
+
+// RecordRun writes a run report into the state of its job: the run's
+// status once it ended, how its nodes ended, when its hosts stopped
+// answering.
+func RecordRun(j *state.Job, rep *reconcile.RunReport) {
+	switch rep.State {
+	case reconcile.RunRunning, reconcile.RunUnknown:
+	case state.JobSucceeded:
+		j.Status, j.Error = rep.State, ""
+	default:
+		j.Status, j.Error = rep.State, rep.Message
+	}
+	j.EndReason, j.EndedAt, j.RestartAt, j.FirstExitAt = rep.EndReason, rep.EndedAt, rep.RestartAt, rep.FirstExitAt
+	for i := range j.Nodes {
+		n := &j.Nodes[i]
+		for _, e := range rep.Nodes {
+			if e.Rank == n.Rank {
+				end := e
+				n.End = &end
+			}
+		}
+		if t, ok := rep.Unreachable[n.Rank]; ok {
+			n.UnreachableSince = &t
+		} else {
+			n.UnreachableSince = nil
+		}
+	}
 }
 
 // each runs f for every item at once (node operations are what the
@@ -365,8 +417,20 @@ func (r *run) stopJob(ctx context.Context, c reconcile.JobChange) {
 		grace = time.Duration(spec.StopTimeout)
 	}
 	failed, why := r.stopNodes(ctx, c.Job, prior.RunID, prior.Nodes, grace)
+	r.mu.Lock()
+	r.priors[c.Job] = prior
+	r.mu.Unlock()
 	r.sv.update(func(st *state.State) {
-		st.RemoveJob(c.Job)
+		if c.Action == reconcile.ActionStop && c.Run != nil {
+			// The run ended: the job stays, as it ended (or
+			// restarting), so that it is not launched again.
+			if j := st.Job(c.Job); j != nil && j.RunID == prior.RunID {
+				j.Status = state.JobRunning
+				RecordRun(j, c.Run)
+			}
+		} else {
+			st.RemoveJob(c.Job)
+		}
 		if len(failed) > 0 {
 			left := prior
 			left.Nodes = failed
@@ -377,7 +441,7 @@ func (r *run) stopJob(ctx context.Context, c reconcile.JobChange) {
 		r.notStopped(&StopError{Job: c.Job, RunID: prior.RunID, Hosts: hostsOf(failed), Err: why})
 		return
 	}
-	if c.Action == reconcile.ActionDestroy {
+	if c.Action == reconcile.ActionDestroy || c.Action == reconcile.ActionStop {
 		r.mu.Lock()
 		r.res.Stopped++
 		r.mu.Unlock()

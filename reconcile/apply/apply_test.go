@@ -250,7 +250,9 @@ func TestApplyLaunchesTracksAndStopsAJob(t *testing.T) {
 	}
 	job = res.State.Job("pair")
 
-	// A process killed by hand gives replace with process_exited.
+	// A process killed by hand fails the run: its batch job has no
+	// restart left, so the next apply stops the other node (the gang
+	// ends together) and keeps the job, failed, with how node 1 ended.
 	cmdPID := 0
 	waitFor(t, "the command's process", func() bool {
 		for _, pid := range runProcesses(job.RunID) {
@@ -269,13 +271,22 @@ func TestApplyLaunchesTracksAndStopsAJob(t *testing.T) {
 	}
 	waitFor(t, "node 1 to end", func() bool { return len(runProcesses(job.RunID)) == 2 })
 	time.Sleep(100 * time.Millisecond)
-	p, _, _ = f.plan(changed)
+	p, res, err = f.apply(ctx, changed)
 	c := p.Job("pair")
-	if c.Action != reconcile.ActionReplace || len(c.Reasons) == 0 || c.Reasons[0].Code != reconcile.ReasonProcessExited {
-		t.Fatalf("after a kill: %+v", c)
+	if err != nil || c.Action != reconcile.ActionStop || c.Run == nil || c.Run.State != state.JobFailed {
+		t.Fatalf("after a kill: %v %+v", err, c)
 	}
-	if r := c.Reasons[0]; r.ExitStatus == nil || *r.ExitStatus != 143 || r.Host != job.Nodes[1].Host {
-		t.Errorf("reason %+v: want exit status 143 on %s", r, job.Nodes[1].Host)
+	if e := c.Run.Nodes; len(e) != 1 || e[0].Rank != 1 || e[0].ExitStatus == nil || *e[0].ExitStatus != 143 || e[0].Signal != "TERM" {
+		t.Errorf("node ends %+v: want node 1 killed by SIGTERM (143)", e)
+	}
+	if left := runProcesses(job.RunID); len(left) > 0 {
+		t.Errorf("node 0 of the failed run still runs: %v", left)
+	}
+	if j := res.State.Job("pair"); j == nil || j.Status != state.JobFailed || j.EndReason != reconcile.EndFailed {
+		t.Fatalf("state after the failure: %+v", j)
+	}
+	if p, _, _ = f.plan(changed); p.HasChanges() || p.Job("pair").Action != reconcile.ActionNoOp {
+		t.Errorf("a failed job with no restart left is launched again: %+v", p.Job("pair"))
 	}
 
 	// Removing the job stops it; nothing with its run id is left.

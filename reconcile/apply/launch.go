@@ -28,6 +28,10 @@ type LaunchError struct {
 	// not be stopped afterwards (kept in state as a leftover); empty when
 	// every started node was stopped.
 	NotStopped string
+	// ExitStatus is the status of a node that ran and exited non-zero
+	// during the start-up check: the job's own failure (its run failed),
+	// not a launch that could not start.
+	ExitStatus *int
 }
 
 func (e *LaunchError) Error() string {
@@ -60,6 +64,30 @@ func (r *run) launchJob(ctx context.Context, c reconcile.JobChange) {
 	job := state.Job{
 		Name: c.Job, Spec: spec, ConfigHash: c.ConfigHash, Status: state.JobLaunching, RunID: runID,
 		MasterAddr: c.Placement.Nodes[0].Address, MasterPort: spec.MasterPort, LaunchedAt: r.e.now().UTC(),
+	}
+	// The job's earlier run goes to its history; a restart keeps (and
+	// adds to) its restart counts, anything else starts them over.
+	r.mu.Lock()
+	prior, hadPrior := r.priors[c.Job]
+	r.mu.Unlock()
+	if !hadPrior {
+		r.sv.view(func(st *state.State) {
+			if j := st.Job(c.Job); j != nil {
+				prior, hadPrior = *j, true
+			}
+		})
+	}
+	if hadPrior {
+		job.History = appendHistory(prior.History, pastRun(prior, c.Run, r.e.now().UTC()))
+		if c.Run != nil && c.Run.Restart {
+			job.Restarts, job.LostRestarts = prior.Restarts, prior.LostRestarts
+			switch c.Run.Budget {
+			case "attempts":
+				job.Restarts++
+			case "on_lost":
+				job.LostRestarts++
+			}
+		}
 	}
 	for _, n := range c.Placement.Nodes {
 		sn := state.Node{
@@ -180,6 +208,43 @@ func (r *run) launchJob(ctx context.Context, c reconcile.JobChange) {
 	r.mu.Unlock()
 }
 
+// pastRun is a job's earlier run as its history keeps it: how the plan
+// saw it end, or "replaced" when it was stopped for something else.
+func pastRun(j state.Job, rep *reconcile.RunReport, now time.Time) state.Run {
+	out := state.Run{RunID: j.RunID, LaunchedAt: j.LaunchedAt, Status: "replaced", EndedAt: &now, Nodes: []state.NodeEnd{}}
+	if j.Ended() {
+		out.Status, out.EndReason, out.EndedAt = j.Status, j.EndReason, j.EndedAt
+		if out.Status == state.JobRestarting {
+			out.Status = state.JobFailed
+			if j.EndReason == reconcile.EndLost {
+				out.Status = state.JobLost
+			}
+		}
+	}
+	if rep != nil && rep.Restart {
+		out.Status, out.EndReason, out.EndedAt = rep.State, rep.EndReason, rep.EndedAt
+		if out.Status == state.JobRestarting {
+			out.Status = state.JobFailed
+		}
+		out.Nodes = append(out.Nodes, rep.Nodes...)
+		return out
+	}
+	for _, n := range j.Nodes {
+		if n.End != nil {
+			out.Nodes = append(out.Nodes, *n.End)
+		}
+	}
+	return out
+}
+
+func appendHistory(h []state.Run, r state.Run) []state.Run {
+	h = append(slices.Clone(h), r)
+	if len(h) > state.MaxHistory {
+		h = h[len(h)-state.MaxHistory:]
+	}
+	return h
+}
+
 // start runs a node's launch script, and says which host key the machine
 // proved.
 func (r *run) start(ctx context.Context, host string, n launch.Node) (launch.Started, string, error) {
@@ -232,12 +297,16 @@ func (r *run) confirm(ctx context.Context, job, runID string, nodes []state.Node
 			switch {
 			case err != nil:
 				lerr = &LaunchError{Job: job, Rank: n.Rank, Host: n.Host, Err: fmt.Errorf("could not check that it runs: %w", err)}
+			case !checked.Alive && checked.ExitStatus != nil && *checked.ExitStatus == 0:
+				// Done already (`echo done`): a success, not a failed
+				// launch; the lifecycle pass records it.
+				return
 			case !checked.Alive:
 				msg := "the process ended right after it started"
 				if checked.ExitStatus != nil {
 					msg += fmt.Sprintf(" (exit status %d)", *checked.ExitStatus)
 				}
-				lerr = &LaunchError{Job: job, Rank: n.Rank, Host: n.Host, Err: errors.New(msg), LogTail: checked.LogTail}
+				lerr = &LaunchError{Job: job, Rank: n.Rank, Host: n.Host, Err: errors.New(msg), LogTail: checked.LogTail, ExitStatus: checked.ExitStatus}
 			default:
 				return
 			}
@@ -259,12 +328,25 @@ func (r *run) stopFailed(ctx context.Context, job state.Job, failure *LaunchErro
 	if len(failed) > 0 {
 		failure.NotStopped = hostsOf(failed)
 	}
+	now := r.e.now().UTC()
 	r.sv.update(func(st *state.State) {
 		if j := st.Job(job.Name); j != nil && j.RunID == job.RunID {
 			j.Status = state.JobFailed
 			j.Error = failure.Error()
-			for i := range j.Nodes {
-				j.Nodes[i].Process = nil
+			if failure.ExitStatus != nil {
+				// The command ran and failed: the run failed, and its
+				// restart policy decides what follows (the next plan).
+				j.EndReason, j.EndedAt = reconcile.EndFailed, &now
+				for i := range j.Nodes {
+					if j.Nodes[i].Rank == failure.Rank {
+						status := *failure.ExitStatus
+						j.Nodes[i].End = &state.NodeEnd{Rank: failure.Rank, ExitStatus: &status, EndedAt: now, LogTail: failure.LogTail}
+					}
+				}
+			} else {
+				for i := range j.Nodes {
+					j.Nodes[i].Process = nil
+				}
 			}
 		}
 		if len(failed) > 0 {

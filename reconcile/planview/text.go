@@ -7,12 +7,14 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/charmbracelet/lipgloss"
 	"github.com/muesli/termenv"
 
 	"github.com/gpulayer/gpulayer/internal/iostreams"
 	"github.com/gpulayer/gpulayer/reconcile"
+	"github.com/gpulayer/gpulayer/reconcile/state"
 	"github.com/gpulayer/gpulayer/topology"
 )
 
@@ -59,6 +61,8 @@ func (st styles) symbol(a reconcile.Action) string {
 		return st.wait.Render("…")
 	case reconcile.ActionFailed:
 		return st.fail.Render("!")
+	case reconcile.ActionStop:
+		return st.destroy.Render("-")
 	}
 	return " "
 }
@@ -71,6 +75,7 @@ var verbs = map[reconcile.Action]string{
 	reconcile.ActionWaiting: "is waiting",
 	reconcile.ActionFailed:  "cannot be placed",
 	reconcile.ActionNoOp:    "is unchanged",
+	reconcile.ActionStop:    "ended: its other nodes will be stopped",
 }
 
 // Text writes the human view of a plan. Everything that came from a
@@ -79,6 +84,7 @@ func Text(w io.Writer, p *reconcile.Plan, opts Options) error {
 	bw := bufio.NewWriter(w)
 	st := newStyles(w, opts.Color)
 	writeRefresh(bw, p)
+	writeRuns(bw, p, st)
 	var changed []reconcile.JobChange
 	for _, c := range p.Jobs {
 		if c.Action != reconcile.ActionNoOp {
@@ -197,6 +203,9 @@ func writeJob(w *bufio.Writer, c reconcile.JobChange, st styles) {
 			fmt.Fprintf(w, "             | %s\n", clean(l))
 		}
 	}
+	if c.Run != nil && (c.Action == reconcile.ActionStop || c.Run.Restart) {
+		writeNodeEnds(w, c.Run)
+	}
 	if c.StopPrior && c.Prior != nil {
 		fmt.Fprintf(w, "      stops %s\n", clean(priorWords(c.Prior)))
 	}
@@ -214,6 +223,105 @@ func writeJob(w *bufio.Writer, c reconcile.JobChange, st styles) {
 	if c.Decision != nil && c.Decision.Explanation != nil {
 		writeExplanation(w, c.Decision.Explanation)
 	}
+}
+
+// writeRuns lists the jobs left as they are whose runs ended or cannot be
+// seen: "✓ job "eval" succeeded 2h ago, ran 41m, 2/2 nodes exit 0", "!
+// job "train" failed ..." with how each node ended and how to run it
+// again, "↻ job "train" restarting at ...", "? job "train": ...".
+func writeRuns(w *bufio.Writer, p *reconcile.Plan, st styles) {
+	first := true
+	for _, c := range p.Jobs {
+		r := c.Run
+		if c.Action != reconcile.ActionNoOp || r == nil || r.State == reconcile.RunRunning {
+			continue
+		}
+		if first {
+			fmt.Fprintln(w)
+			first = false
+		}
+		name := st.bold.Render("job " + strconv.Quote(c.Job))
+		switch r.State {
+		case state.JobSucceeded:
+			fmt.Fprintf(w, "  %s %s succeeded%s%s, %s\n", st.create.Render("✓"), name, agoWords(r.EndedAt, p.MadeAt), ranWords(r), clean(r.Message))
+		case state.JobRestarting:
+			fmt.Fprintf(w, "  %s %s restarting%s: %s\n", st.wait.Render("↻"), name, atWords(r.RestartAt, p.MadeAt), clean(r.Message))
+		case reconcile.RunUnknown:
+			fmt.Fprintf(w, "  %s %s: %s\n", st.wait.Render("?"), name, clean(r.Message))
+		default: // failed, lost
+			fmt.Fprintf(w, "  %s %s %s%s%s: %s\n", st.fail.Render("!"), name, r.State, agoWords(r.EndedAt, p.MadeAt), ranWords(r), clean(r.Message))
+			writeNodeEnds(w, r)
+			fmt.Fprintf(w, "      run it again with: gpulayer apply --replace job.%s\n", clean(c.Job))
+		}
+	}
+}
+
+// writeNodeEnds says how each node that ended ended, with its log's end.
+func writeNodeEnds(w *bufio.Writer, r *reconcile.RunReport) {
+	for _, e := range r.Nodes {
+		fmt.Fprintf(w, "      node %d: %s\n", e.Rank, endWords(e))
+		tail := e.LogTail
+		if len(tail) > 5 {
+			tail = tail[len(tail)-5:]
+		}
+		for _, l := range tail {
+			fmt.Fprintf(w, "        | %s\n", clean(l))
+		}
+	}
+}
+
+func endWords(e state.NodeEnd) string {
+	switch {
+	case e.Lost:
+		return "vanished without an exit status"
+	case e.Signal != "" && e.ExitStatus != nil:
+		return fmt.Sprintf("killed by SIG%s (status %d)", e.Signal, *e.ExitStatus)
+	case e.ExitStatus != nil:
+		return fmt.Sprintf("exit %d", *e.ExitStatus)
+	}
+	return "ended"
+}
+
+// agoWords is " 2h ago" from the time a run ended to the plan's.
+func agoWords(t *time.Time, now time.Time) string {
+	if t == nil || now.IsZero() {
+		return ""
+	}
+	return " " + shortDuration(now.Sub(*t)) + " ago"
+}
+
+func atWords(t *time.Time, now time.Time) string {
+	if t == nil {
+		return ""
+	}
+	if d := t.Sub(now); d > 0 && !now.IsZero() {
+		return " in " + shortDuration(d)
+	}
+	return " now"
+}
+
+// ranWords is ", ran 41m": how long the run lasted.
+func ranWords(r *reconcile.RunReport) string {
+	if r.EndedAt == nil || r.LaunchedAt.IsZero() {
+		return ""
+	}
+	return ", ran " + shortDuration(r.EndedAt.Sub(r.LaunchedAt))
+}
+
+// shortDuration is a duration in its largest unit or two: 45s, 41m, 2h,
+// 3d.
+func shortDuration(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "0s"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
 }
 
 // priorWords names what stop will end: "run r-1a2b: a1 pid 4211, a2 pid

@@ -67,6 +67,16 @@ func (s *State) Clone() *State {
 func cloneJobs(jobs []Job) []Job {
 	out := slices.Clone(jobs)
 	for i := range out {
+		out[i].Spec.Lifecycle.RetryExitCodes = slices.Clone(out[i].Spec.Lifecycle.RetryExitCodes)
+		out[i].Spec.Lifecycle.FailExitCodes = slices.Clone(out[i].Spec.Lifecycle.FailExitCodes)
+		out[i].History = slices.Clone(out[i].History)
+		for h := range out[i].History {
+			ends := slices.Clone(out[i].History[h].Nodes)
+			for k := range ends {
+				ends[k] = cloneEnd(ends[k])
+			}
+			out[i].History[h].Nodes = ends
+		}
 		out[i].Nodes = slices.Clone(out[i].Nodes)
 		for k := range out[i].Nodes {
 			n := &out[i].Nodes[k]
@@ -86,9 +96,22 @@ func cloneJobs(jobs []Job) []Job {
 				p := *n.Process
 				n.Process = &p
 			}
+			if n.End != nil {
+				e := cloneEnd(*n.End)
+				n.End = &e
+			}
 		}
 	}
 	return out
+}
+
+func cloneEnd(e NodeEnd) NodeEnd {
+	if e.ExitStatus != nil {
+		v := *e.ExitStatus
+		e.ExitStatus = &v
+	}
+	e.LogTail = slices.Clone(e.LogTail)
+	return e
 }
 
 // AddLeftover records a run that could not be stopped in full.
@@ -108,18 +131,42 @@ func (s *State) RemoveLeftover(job, runID string) {
 	s.Leftovers = slices.DeleteFunc(s.Leftovers, func(o Job) bool { return o.Name == job && o.RunID == runID })
 }
 
-// Job statuses.
+// Job statuses (docs/lifecycle.md).
 const (
 	// JobLaunching: apply is starting the nodes; some may have a process.
 	JobLaunching = "launching"
 	// JobRunning: every node's process was started and confirmed.
 	JobRunning = "running"
-	// JobFailed: a launch failed and its started nodes were stopped; Error
-	// says why. The next plan replaces it.
+	// JobFailed: with EndReason set, the run failed (a node exited
+	// non-zero, was killed, straggled, ran past its deadline) and no
+	// restart is left, or one is due (see the plan); without EndReason, a
+	// launch failed before its processes ran and its started nodes were
+	// stopped (Error says why): the next plan replaces it.
 	JobFailed = "failed"
 	// JobStopping: apply is stopping the nodes.
 	JobStopping = "stopping"
+	// JobSucceeded: every node of the run exited 0 (a batch job): done.
+	JobSucceeded = "succeeded"
+	// JobLost: a node vanished without an exit status (its machine was
+	// lost, rebooted, or did not answer for longer than lost_after) and
+	// no restart is left.
+	JobLost = "lost"
+	// JobRestarting: the run ended, what was left of it was stopped, and
+	// it is restarted once RestartAt is past.
+	JobRestarting = "restarting"
 )
+
+// Ended says the job's run is over (nothing of it runs); a plan decides
+// from its record and its restart policy whether it runs again.
+func (j *Job) Ended() bool {
+	switch j.Status {
+	case JobSucceeded, JobLost, JobRestarting:
+		return true
+	case JobFailed:
+		return j.EndReason != ""
+	}
+	return false
+}
 
 // Job is one launched job.
 type Job struct {
@@ -140,6 +187,41 @@ type Job struct {
 	LaunchedAt time.Time `json:"launched_at"`
 	// Nodes in node-rank order.
 	Nodes []Node `json:"nodes"`
+
+	// The lifecycle of the run (docs/lifecycle.md).
+	//
+	// Restarts and LostRestarts are the restarts used under this
+	// configuration after the job's own failures and after lost nodes;
+	// a changed configuration, or --replace, starts again from 0.
+	Restarts     int `json:"restarts,omitempty"`
+	LostRestarts int `json:"lost_restarts,omitempty"`
+	// EndedAt is when the run was first seen to have ended, EndReason why
+	// (a lifecycle reason code, docs/lifecycle.md), RestartAt when the
+	// restart of a restarting job is due.
+	EndedAt   *time.Time `json:"ended_at,omitempty"`
+	EndReason string     `json:"end_reason,omitempty"`
+	RestartAt *time.Time `json:"restart_at,omitempty"`
+	// FirstExitAt is when a node was first seen to have exited 0 while
+	// others still ran: completion_grace counts from it.
+	FirstExitAt *time.Time `json:"first_exit_at,omitempty"`
+	// History are the earlier runs of the job, oldest first, at most
+	// MaxHistory.
+	History []Run `json:"history,omitempty"`
+}
+
+// MaxHistory bounds a job's History.
+const MaxHistory = 10
+
+// Run is an earlier run of a job, as it ended.
+type Run struct {
+	RunID      string     `json:"run_id"`
+	LaunchedAt time.Time  `json:"launched_at"`
+	EndedAt    *time.Time `json:"ended_at,omitempty"`
+	// Status is how it ended: succeeded, failed, lost, or replaced (it
+	// was stopped for a new configuration or by --replace).
+	Status    string    `json:"status"`
+	EndReason string    `json:"end_reason,omitempty"`
+	Nodes     []NodeEnd `json:"nodes"`
 }
 
 // Node is one machine of a job.
@@ -162,6 +244,24 @@ type Node struct {
 	Reach *Reach `json:"reach,omitempty"`
 	// Process is what was started there; nil until it was.
 	Process *Process `json:"process,omitempty"`
+	// End is how the node's process ended, once a refresh saw it had;
+	// UnreachableSince is when its host first did not answer (cleared
+	// when it answers).
+	End              *NodeEnd   `json:"end,omitempty"`
+	UnreachableSince *time.Time `json:"unreachable_since,omitempty"`
+}
+
+// NodeEnd is how one node of a run ended.
+type NodeEnd struct {
+	Rank int `json:"rank"`
+	// ExitStatus is the status the leader recorded (128+N for a signal N,
+	// as sh reports it), nil when it recorded none.
+	ExitStatus *int   `json:"exit_status,omitempty"`
+	Signal     string `json:"signal,omitempty"`
+	// Lost says the node vanished without an exit status.
+	Lost    bool      `json:"lost,omitempty"`
+	EndedAt time.Time `json:"ended_at"`
+	LogTail []string  `json:"log_tail,omitempty"`
 }
 
 // Reach is how to reach a machine over SSH as a launch did: its address
@@ -225,6 +325,29 @@ type JobSpec struct {
 	// StopTimeout is how long stop waits between SIGTERM and SIGKILL. It
 	// is not part of the hash: changing it needs no relaunch.
 	StopTimeout Duration `json:"stop_timeout"`
+	// Lifecycle is the job's kind and restart policy; not part of the
+	// hash either: it decides what happens when the run ends, not how it
+	// runs.
+	Lifecycle LifecycleSpec `json:"lifecycle"`
+}
+
+// LifecycleSpec is what decides a job's run's end (docs/lifecycle.md).
+// Its zero value is a batch job never restarted: how jobs launched before
+// it existed are handled.
+type LifecycleSpec struct {
+	Kind string `json:"kind,omitempty"` // batch (also "") or service
+	// Attempts and OnLost bound the restarts after the job's own failures
+	// and after lost nodes; -1 is unlimited.
+	Attempts        int      `json:"attempts"`
+	OnLost          int      `json:"on_lost"`
+	RetryExitCodes  []int    `json:"retry_exit_codes,omitempty"`
+	FailExitCodes   []int    `json:"fail_exit_codes,omitempty"`
+	Delay           Duration `json:"delay,omitempty"`
+	MaxDelay        Duration `json:"max_delay,omitempty"`
+	LostAfter       Duration `json:"lost_after,omitempty"`
+	CompletionGrace Duration `json:"completion_grace,omitempty"`
+	Deadline        Duration `json:"deadline,omitempty"`
+	StallTimeout    Duration `json:"stall_timeout,omitempty"`
 }
 
 // PolicySpec is the effective placement policy of a job.
