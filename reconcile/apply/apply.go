@@ -402,8 +402,10 @@ func (r *run) stopJob(ctx context.Context, c reconcile.JobChange) {
 	found := false
 	r.sv.update(func(st *state.State) {
 		if j := st.Job(c.Job); j != nil && j.RunID == c.Prior.RunID {
+			// prior keeps the status it had: how the run ended goes to
+			// the history of its replacement.
+			prior, found = *j, true
 			j.Status = state.JobStopping
-			prior, found = *st.Job(c.Job), true
 		}
 	})
 	if !found {
@@ -417,6 +419,8 @@ func (r *run) stopJob(ctx context.Context, c reconcile.JobChange) {
 		grace = time.Duration(spec.StopTimeout)
 	}
 	failed, why := r.stopNodes(ctx, c.Job, prior.RunID, prior.Nodes, grace)
+	stopping := prior
+	stopping.Status = state.JobStopping
 	r.mu.Lock()
 	r.priors[c.Job] = prior
 	r.mu.Unlock()
@@ -432,7 +436,7 @@ func (r *run) stopJob(ctx context.Context, c reconcile.JobChange) {
 			st.RemoveJob(c.Job)
 		}
 		if len(failed) > 0 {
-			left := prior
+			left := stopping
 			left.Nodes = failed
 			st.AddLeftover(left)
 		}

@@ -1,0 +1,308 @@
+package main
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpulayer/gpulayer/reconcile"
+	"github.com/gpulayer/gpulayer/reconcile/state"
+)
+
+// waitNodeEnded waits (10 s at most) until the leader of node rank of
+// the job's current run is gone: the node ended.
+func waitNodeEnded(t *testing.T, dir, job string, rank int) *state.Job {
+	t.Helper()
+	j := loadState(t, dir).Job(job)
+	if j == nil || rank >= len(j.Nodes) || j.Nodes[rank].Process == nil {
+		t.Fatalf("no process recorded for %s node %d: %+v", job, rank, j)
+	}
+	pid := j.Nodes[rank].Process.PID
+	for range 200 {
+		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil || strings.Contains(string(stat[strings.LastIndexByte(string(stat), ')')+1:]), " Z ") {
+			return j
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("node %d of %s (pid %d) did not end", rank, job, pid)
+	return nil
+}
+
+func mustApply(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	code, out, errOut := runCmd(t, append([]string{"apply", dir, "--auto-approve"}, args...)...)
+	if code != 0 {
+		t.Fatalf("apply %v: exit %d\n%s%s", args, code, out, errOut)
+	}
+	return out
+}
+
+// TestABatchJobThatSucceededIsNeverLaunchedAgain is the lifecycle's first
+// acceptance: a 2-node job that exits 0 is succeeded in status, the next
+// plans have no changes (--detailed-exitcode 0) and no apply starts it
+// again; --replace job.NAME and a changed command each run it again.
+func TestABatchJobThatSucceededIsNeverLaunchedAgain(t *testing.T) {
+	job := `
+job "short" {
+  nodes         = 2
+  gpus_per_node = 1
+  launcher      = "plain"
+  command       = ["sh", "-c", "echo done on $NODE_RANK; sleep 1"]
+}
+`
+	sb, dir := sandboxJobs(t, 4, job)
+	_ = sb
+	mustApply(t, dir)
+	waitNodeEnded(t, dir, "short", 0)
+	first := waitNodeEnded(t, dir, "short", 1)
+	code, out, errOut := runCmd(t, "plan", dir, "--detailed-exitcode")
+	if code != 0 || !strings.Contains(out, `✓ job "short" succeeded`) || !strings.Contains(out, "2/2 nodes exited 0") {
+		t.Fatalf("plan of a finished job: exit %d\n%s%s", code, out, errOut)
+	}
+	for range 2 {
+		mustApply(t, dir)
+		st := loadState(t, dir)
+		if j := st.Job("short"); j.RunID != first.RunID || j.Status != state.JobSucceeded {
+			t.Fatalf("after another apply: %+v", j)
+		}
+	}
+	if _, out, _ := runCmd(t, "status", dir); !strings.Contains(out, "succeeded") {
+		t.Errorf("status:\n%s", out)
+	}
+	out = mustApply(t, dir, "--replace", "job.short")
+	if !strings.Contains(out, "replace_requested") || !strings.Contains(out, "1 replaced") {
+		t.Errorf("--replace:\n%s", out)
+	}
+	again := loadState(t, dir).Job("short")
+	if again.RunID == first.RunID || len(again.History) != 1 || again.History[0].RunID != first.RunID || again.History[0].Status != state.JobSucceeded {
+		t.Errorf("after --replace: %+v", again)
+	}
+	waitNodeEnded(t, dir, "short", 1)
+	writeFile(t, dir+"/jobs.hcl", strings.Replace(job, "echo done", "echo finished", 1))
+	out = mustApply(t, dir)
+	if !strings.Contains(out, "config_changed") {
+		t.Errorf("a changed command:\n%s", out)
+	}
+}
+
+// TestAFailedNodeEndsItsGangAndItsPolicyRestartsIt: node 1 exits 3 while
+// node 0 sleeps. With attempts = 2 the gang is restarted twice (new run
+// ids, node 0 stopped each time), then, with no restart left, node 0 is
+// stopped and the job stays failed: no later apply launches it.
+func TestAFailedNodeEndsItsGangAndItsPolicyRestartsIt(t *testing.T) {
+	_, dir := sandboxJobs(t, 4, `
+job "flaky" {
+  nodes         = 2
+  gpus_per_node = 1
+  launcher      = "plain"
+  stop_timeout  = "2s"
+  command       = ["sh", "-c", "if [ $NODE_RANK = 1 ]; then sleep 1; echo boom; exit 3; fi; exec sleep 300"]
+  restart {
+    attempts = 2
+    delay    = "0s"
+  }
+}
+`)
+	mustApply(t, dir)
+	var runs []string
+	for i := 1; i <= 2; i++ {
+		j := waitNodeEnded(t, dir, "flaky", 1)
+		runs = append(runs, j.RunID)
+		out := mustApply(t, dir)
+		if !strings.Contains(out, "restart "+strconv.Itoa(i)+" of 2 after failures") {
+			t.Fatalf("restart %d:\n%s", i, out)
+		}
+		if left := runProcesses(j.RunID); len(left) > 0 {
+			t.Fatalf("run %s still has processes %v after its restart", j.RunID, left)
+		}
+	}
+	j := waitNodeEnded(t, dir, "flaky", 1)
+	out := mustApply(t, dir)
+	if !strings.Contains(out, "no restart is left (attempts = 2, 2 used)") {
+		t.Fatalf("the last failure:\n%s", out)
+	}
+	if left := runProcesses(j.RunID); len(left) > 0 {
+		t.Errorf("node 0 of the failed run still runs: %v", left)
+	}
+	st := loadState(t, dir).Job("flaky")
+	if st.Status != state.JobFailed || st.Restarts != 2 || len(st.History) != 2 || st.History[0].RunID != runs[0] {
+		t.Errorf("state: %+v", st)
+	}
+	code, out, _ := runCmd(t, "plan", dir, "--detailed-exitcode")
+	if code != 0 || !strings.Contains(out, `! job "flaky" failed`) || !strings.Contains(out, "--replace job.flaky") || !strings.Contains(out, "| boom") {
+		t.Errorf("plan of a failed job: exit %d\n%s", code, out)
+	}
+}
+
+// TestExitCodesThatAreRetriedOrNeverRetried: retry_exit_codes restart a
+// job whatever its attempts, without counting; fail_exit_codes never do.
+func TestExitCodesThatAreRetriedOrNeverRetried(t *testing.T) {
+	_, dir := sandboxJobs(t, 4, `
+job "retried" {
+  nodes         = 1
+  gpus_per_node = 1
+  launcher      = "plain"
+  command       = ["sh", "-c", "sleep 1; exit 75"]
+  restart {
+    retry_exit_codes = [75]
+    delay            = "0s"
+  }
+}
+job "fatal" {
+  nodes         = 1
+  gpus_per_node = 1
+  launcher      = "plain"
+  command       = ["sh", "-c", "sleep 1; exit 2"]
+  restart {
+    attempts        = 5
+    fail_exit_codes = [2]
+    delay           = "0s"
+  }
+}
+`)
+	mustApply(t, dir)
+	waitNodeEnded(t, dir, "retried", 0)
+	waitNodeEnded(t, dir, "fatal", 0)
+	out := mustApply(t, dir)
+	if !strings.Contains(out, "retry_exit_codes (not counted)") {
+		t.Errorf("exit 75:\n%s", out)
+	}
+	st := loadState(t, dir)
+	if j := st.Job("retried"); j.Restarts != 0 || j.Status == state.JobFailed {
+		t.Errorf("retried: %+v", j)
+	}
+	if j := st.Job("fatal"); j.Status != state.JobFailed || j.Restarts != 0 {
+		t.Errorf("fatal: %+v", j)
+	}
+}
+
+// TestANodeKilledByHandFailsTheJobWithItsSignal: SIGKILL to a node's
+// command is a failure of the job, recorded with the signal.
+func TestANodeKilledByHandFailsTheJobWithItsSignal(t *testing.T) {
+	_, dir := sandboxJobs(t, 4, `
+job "victim" {
+  nodes         = 1
+  gpus_per_node = 1
+  launcher      = "plain"
+  command       = ["sleep", "300"]
+}
+`)
+	mustApply(t, dir)
+	j := loadState(t, dir).Job("victim")
+	leader := j.Nodes[0].Process.PID
+	var cmd int
+	for _, p := range runProcesses(j.RunID) {
+		if p != leader {
+			cmd = p
+		}
+	}
+	if cmd == 0 {
+		t.Fatal("no command process")
+	}
+	syscall.Kill(cmd, syscall.SIGKILL)
+	waitNodeEnded(t, dir, "victim", 0)
+	mustApply(t, dir)
+	got := loadState(t, dir).Job("victim")
+	if got.Status != state.JobFailed || got.Nodes[0].End == nil || got.Nodes[0].End.Signal != "KILL" {
+		t.Fatalf("state: %+v %+v", got, got.Nodes[0].End)
+	}
+}
+
+// TestAHostThatDoesNotAnswerIsUnknownThenLost: a node's machine stops
+// answering. Within lost_after the job is unknown and left alone; after
+// it, the gang is lost and placed again, away from that machine, under
+// on_lost.
+func TestAHostThatDoesNotAnswerIsUnknownThenLost(t *testing.T) {
+	sb, dir := sandboxJobs(t, 4, `
+job "far" {
+  nodes         = 1
+  gpus_per_node = 1
+  launcher      = "plain"
+  stop_timeout  = "1s"
+  command       = ["sleep", "300"]
+  restart {
+    lost_after = "2s"
+  }
+}
+`)
+	mustApply(t, dir)
+	first := loadState(t, dir).Job("far")
+	down := first.Nodes[0].Host
+	sb.SetReachable(down, false)
+	out := mustApply(t, dir)
+	if strings.Contains(out, "replaced") && !strings.Contains(out, "0 replaced") {
+		t.Fatalf("a host that did not answer once got its job replaced:\n%s", out)
+	}
+	if j := loadState(t, dir).Job("far"); j.RunID != first.RunID || j.Nodes[0].UnreachableSince == nil {
+		t.Fatalf("unknown: %+v", j)
+	}
+	time.Sleep(2100 * time.Millisecond)
+	code, out, errOut := runCmd(t, "apply", dir, "--auto-approve")
+	if !strings.Contains(out, "after lost nodes") || !strings.Contains(out, "1 replaced") {
+		t.Fatalf("lost: exit %d\n%s%s", code, out, errOut)
+	}
+	again := loadState(t, dir).Job("far")
+	if again.Nodes[0].Host == down || again.LostRestarts != 1 {
+		t.Errorf("relaunched %+v", again)
+	}
+	// The old run could not be stopped on the machine that is down: it
+	// is kept, and stopped once the machine answers.
+	sb.SetReachable(down, true)
+	mustApply(t, dir)
+	if left := runProcesses(first.RunID); len(left) > 0 {
+		t.Errorf("the lost run's processes %v survived once its machine answered", left)
+	}
+}
+
+// TestAServiceIsRestartedWhenItExits: kind = "service" runs again after
+// exiting 0.
+func TestAServiceIsRestartedWhenItExits(t *testing.T) {
+	_, dir := sandboxJobs(t, 4, `
+job "server" {
+  kind          = "service"
+  nodes         = 1
+  gpus_per_node = 1
+  launcher      = "plain"
+  command       = ["sh", "-c", "sleep 1"]
+  restart {
+    delay = "0s"
+  }
+}
+`)
+	mustApply(t, dir)
+	first := waitNodeEnded(t, dir, "server", 0)
+	out := mustApply(t, dir)
+	if !strings.Contains(out, "the service ended") || !strings.Contains(out, "1 replaced") {
+		t.Fatalf("a service that exited:\n%s", out)
+	}
+	if j := loadState(t, dir).Job("server"); j.RunID == first.RunID {
+		t.Error("not relaunched")
+	}
+}
+
+// TestACommandThatEndsDuringTheStartUpCheckIsASuccess: `echo done` exits
+// 0 before apply checks it: the launch succeeded, apply exits 0, and the
+// job is done.
+func TestACommandThatEndsDuringTheStartUpCheckIsASuccess(t *testing.T) {
+	_, dir := sandboxJobs(t, 4, `
+job "quick" {
+  nodes         = 1
+  gpus_per_node = 1
+  launcher      = "plain"
+  command       = ["echo", "done"]
+}
+`)
+	out := mustApply(t, dir)
+	if !strings.Contains(out, "1 launched") {
+		t.Fatalf("apply:\n%s", out)
+	}
+	code, out, _ := runCmd(t, "plan", dir, "--detailed-exitcode")
+	if code != 0 || !strings.Contains(out, "succeeded") {
+		t.Errorf("plan: exit %d\n%s", code, out)
+	}
+	_ = reconcile.EndSucceeded
+}
