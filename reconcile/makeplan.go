@@ -312,6 +312,9 @@ func processState(fh *facts.Host, n state.Node, at string) (r Reason, alive, kno
 				r.ExitStatus = &status
 				r.Message += fmt.Sprintf(" with status %d", status)
 			}
+			if len(got.NotRegular) > 0 {
+				r.Message += fmt.Sprintf(" (its %s not a regular file: not read)", notRegularWords(got.NotRegular))
+			}
 			r.LogTail = slices.Clone(got.LogTail)
 			return r, false, true
 		case p.StartTime != 0 && got.StartTime != p.StartTime:
@@ -320,6 +323,27 @@ func processState(fh *facts.Host, n state.Node, at string) (r Reason, alive, kno
 		return Reason{}, true, true
 	}
 	return Reason{}, false, false
+}
+
+// notRegularWords names a node's files the probe left unread: "exit file
+// is", "log is", "exit file and log are".
+func notRegularWords(files []string) string {
+	var words []string
+	for _, f := range files {
+		switch f {
+		case facts.NodeFileExit:
+			words = append(words, "exit file")
+		case facts.NodeFileLog:
+			words = append(words, "log")
+		}
+	}
+	switch len(words) {
+	case 0:
+		return "files are"
+	case 1:
+		return words[0] + " is"
+	}
+	return strings.Join(words, " and ") + " are"
 }
 
 // takenGPUs are the node's GPUs that run a process of another run than

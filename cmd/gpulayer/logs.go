@@ -40,7 +40,8 @@ func newCmdLogs(f *factory, runF func(*logsOptions) error) *cobra.Command {
 		Short: "Print the logs of a job's nodes",
 		Long: `logs prints the end of each node's log (~/.gpulayer/runs/JOB/RUN/node-N.log
 on its machine), each line prefixed with its node and host. --follow keeps
-printing what the nodes add, until Ctrl-C. The configuration in the current
+printing what the nodes add, until every node has ended (then a last line
+per node says how) or Ctrl-C. The configuration in the current
 directory (or --chdir) says how to reach the hosts.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -61,7 +62,7 @@ directory (or --chdir) says how to reach the hosts.`,
 	addVarFlags(cmd, &opts.vars)
 	addStateFlags(cmd, &opts.statePath, nil)
 	cmd.Flags().IntVar(&opts.node, "node", -1, "only the node of rank `N`")
-	cmd.Flags().BoolVarP(&opts.follow, "follow", "f", false, "keep printing new lines until interrupted")
+	cmd.Flags().BoolVarP(&opts.follow, "follow", "f", false, "keep printing new lines until every node has ended")
 	cmd.Flags().IntVar(&opts.tail, "tail", 20, "print the last `N` lines of each log first")
 	return cmd
 }
@@ -124,58 +125,101 @@ func logsRun(opts *logsOptions) error {
 	return nil
 }
 
-// followNode prints a node's last lines, then, with --follow, what it adds.
+// followNode prints a node's last lines, then, with --follow, what it
+// adds until its leader has ended (the rest of its log, then a line
+// saying how it ended) or ctx is done. A node that cannot be reached is
+// asked again at every interval, each call bounded, saying so once on
+// stderr: it may have ended, and only it can say so.
 func followNode(ctx context.Context, pool *ssh.Pool, targets map[string]ssh.Target, job *state.Job, n state.Node, opts *logsOptions, out *prefixedWriter) error {
 	t, err := reconcile.NodeTarget(targets, n)
 	if err != nil {
 		return err
 	}
 	prefix := fmt.Sprintf("[%s %d %s] ", job.Name, n.Rank, n.Host)
-	fetch := func(lines int, from int64) (launch.LogChunk, error) {
+	logPath := "~/" + launch.LogPath(job.Name, job.RunID, n.Rank)
+	fetch := func(req launch.LogsRequest) (launch.LogChunk, error) {
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		res, err := pool.Run(cctx, t, launch.Command("logs", job.Name, job.RunID, strconv.Itoa(n.Rank)),
-			strings.NewReader(launch.LogsScript(job.Name, job.RunID, n.Rank, lines, from)))
+			strings.NewReader(launch.LogsScript(req)))
 		if err != nil {
 			return launch.LogChunk{}, err
 		}
 		return launch.ParseLogs(res.Stdout)
 	}
-	chunk, err := fetch(opts.tail, 0)
-	if err != nil {
-		return err
-	}
-	if chunk.Size < 0 && !opts.follow {
-		return fmt.Errorf("no log yet at ~/%s", launch.LogPath(job.Name, job.RunID, n.Rank))
-	}
-	out.write(prefix, chunk.Text)
+	req := launch.LogsRequest{Job: job.Name, RunID: job.RunID, Rank: n.Rank, Lines: opts.tail}
 	if !opts.follow {
+		chunk, err := fetch(req)
+		switch {
+		case err != nil:
+			return err
+		case chunk.NotRegular:
+			return fmt.Errorf("%s is not a regular file (a FIFO, a device or a link to one): not read", logPath)
+		case chunk.Size < 0:
+			return fmt.Errorf("no log yet at %s", logPath)
+		}
+		out.write(prefix, chunk.Text)
 		out.flush(prefix)
 		return nil
 	}
-	offset := max(chunk.Size, 0)
+	// The leader is asked about with every chunk, before the log is read:
+	// once it has ended, the size the chunk reports is all the log will
+	// hold.
+	req.Leader = n.Process
+	first := true
+	var offset int64
 	for {
+		chunk, err := fetch(req)
+		now := true // ask again without waiting: an ended node's log is not all read
+		switch {
+		case err != nil && ctx.Err() != nil:
+			out.flush(prefix)
+			return nil
+		case err != nil:
+			out.note(prefix, fmt.Sprintf("cannot be reached (%v); asking again every %s until interrupted", err, opts.interval))
+			now = false
+		case chunk.NotRegular:
+			out.note(prefix, logPath+" is not a regular file (a FIFO, a device or a link to one): not read")
+			now = false
+		case !first && chunk.Size >= 0 && chunk.Size < offset:
+			// The log was cut or replaced: start again from its start.
+			offset = 0
+		default:
+			out.write(prefix, chunk.Text)
+			if first {
+				offset = max(chunk.Size, 0)
+			} else {
+				offset += int64(len(chunk.Text))
+			}
+			out.quiet(prefix)
+			now = chunk.Ended && chunk.Text != "" && offset < chunk.Size
+		}
+		if err == nil {
+			if first {
+				first = false
+				req.Lines = 0
+			}
+			if n.Process == nil {
+				out.flush(prefix)
+				out.line(prefix, "has no recorded process (not started, or stopped when its launch failed)")
+				return nil
+			}
+			if chunk.Ended && (chunk.Size < 0 || offset >= chunk.Size) {
+				out.flush(prefix)
+				out.line(prefix, chunk.Exit.String())
+				return nil
+			}
+		}
+		req.From = offset
+		if now {
+			continue
+		}
 		select {
 		case <-ctx.Done():
 			out.flush(prefix)
 			return nil
 		case <-time.After(opts.interval):
 		}
-		chunk, err := fetch(0, offset)
-		if err != nil {
-			if ctx.Err() != nil {
-				out.flush(prefix)
-				return nil
-			}
-			return err
-		}
-		if chunk.Size >= 0 && chunk.Size < offset {
-			// The log was cut or replaced: start again from its start.
-			offset = 0
-			continue
-		}
-		out.write(prefix, chunk.Text)
-		offset += int64(len(chunk.Text))
 	}
 }
 
@@ -185,6 +229,7 @@ type prefixedWriter struct {
 	io      *iostreams.IOStreams
 	mu      sync.Mutex
 	partial map[string]string
+	noted   map[string]string // the last note of each node, on stderr
 }
 
 func (w *prefixedWriter) write(prefix, text string) {
@@ -199,6 +244,35 @@ func (w *prefixedWriter) write(prefix, text string) {
 	for _, l := range lines[:len(lines)-1] {
 		fmt.Fprintln(w.io.Out, prefix+iostreams.Sanitize(strings.TrimSuffix(l, "\r"), false))
 	}
+}
+
+// line prints a line of gpulayer's own about a node, after its log's.
+func (w *prefixedWriter) line(prefix, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	fmt.Fprintln(w.io.Out, prefix+iostreams.Sanitize(text, false))
+}
+
+// note prints a note about a node on stderr, once until quiet: a node
+// that stays unreachable says so once, not at every poll.
+func (w *prefixedWriter) note(prefix, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.noted == nil {
+		w.noted = map[string]string{}
+	}
+	if w.noted[prefix] == text {
+		return
+	}
+	w.noted[prefix] = text
+	fmt.Fprintln(w.io.ErrOut, prefix+iostreams.Sanitize(text, false))
+}
+
+// quiet forgets a node's last note, once it answers again.
+func (w *prefixedWriter) quiet(prefix string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.noted, prefix)
 }
 
 // flush prints a last line that did not end in a newline.

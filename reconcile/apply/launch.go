@@ -297,16 +297,19 @@ func (r *run) confirm(ctx context.Context, job, runID string, nodes []state.Node
 			switch {
 			case err != nil:
 				lerr = &LaunchError{Job: job, Rank: n.Rank, Host: n.Host, Err: fmt.Errorf("could not check that it runs: %w", err)}
-			case !checked.Alive && checked.ExitStatus != nil && *checked.ExitStatus == 0:
+			case !checked.Alive && checked.Exit.Status != nil && *checked.Exit.Status == 0:
 				// Done already (`echo done`): a success, not a failed
 				// launch; the lifecycle pass records it.
 				return
 			case !checked.Alive:
 				msg := "the process ended right after it started"
-				if checked.ExitStatus != nil {
-					msg += fmt.Sprintf(" (exit status %d)", *checked.ExitStatus)
+				switch {
+				case checked.Exit.Status != nil:
+					msg += fmt.Sprintf(" (exit status %d)", *checked.Exit.Status)
+				case checked.Exit.NotRegular:
+					msg += " (its exit file is not a regular file: not read)"
 				}
-				lerr = &LaunchError{Job: job, Rank: n.Rank, Host: n.Host, Err: errors.New(msg), LogTail: checked.LogTail, ExitStatus: checked.ExitStatus}
+				lerr = &LaunchError{Job: job, Rank: n.Rank, Host: n.Host, Err: errors.New(msg), LogTail: checked.LogTail, ExitStatus: checked.Exit.Status}
 			default:
 				return
 			}

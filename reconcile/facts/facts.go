@@ -128,7 +128,18 @@ type PID struct {
 	// LogTail is the last lines of an exited process's log, when the
 	// caller named its log.
 	LogTail []string `json:"log_tail,omitempty"`
+	// NotRegular names the files of an exited process's node that were
+	// there but were not regular files (NodeFileExit, NodeFileLog): the
+	// probe never reads a FIFO or a device, which could block it or never
+	// end.
+	NotRegular []string `json:"not_regular,omitempty"`
 }
+
+// The files of a node a PID's NotRegular names.
+const (
+	NodeFileExit = "exit"
+	NodeFileLog  = "log"
+)
 
 // Find returns the host named name, or nil.
 func (d *Document) Find(name string) *Host {

@@ -475,9 +475,24 @@ func (h *Host) parsePIDs(s section) {
 			continue
 		}
 		p := PID{PID: pid}
-		if status, gone := strings.CutPrefix(stat, "- "); gone {
-			if v, err := strconv.Atoi(status); err == nil && v >= 0 {
-				p.ExitStatus = &v
+		if rest, gone := strings.CutPrefix(stat, "- "); gone {
+			// "STATUS [FILE...]": the files named are the node's that
+			// are there but are not regular files, left unread.
+			f := strings.Fields(rest)
+			if len(f) > 0 {
+				if v, err := strconv.Atoi(f[0]); err == nil && v >= 0 {
+					p.ExitStatus = &v
+				}
+			}
+			for _, file := range f[min(len(f), 1):] {
+				if file != NodeFileExit && file != NodeFileLog {
+					h.warn("pid %d: unknown file %q", pid, clip(file))
+					continue
+				}
+				if !slices.Contains(p.NotRegular, file) {
+					p.NotRegular = append(p.NotRegular, file)
+					h.warn("process %d ended, and its %s file is not a regular file (a FIFO, a device or a link to one): it was not read", pid, file)
+				}
 			}
 		} else if stat != "-" {
 			state, start, err := parseStat(stat)

@@ -365,3 +365,28 @@ func TestAGPUProcessThatEndedBeforeItsRunWasReadHoldsNoGPU(t *testing.T) {
 		t.Errorf("without a recheck GPU 2: %+v, free %v", h.GPUs[2].Processes, h.FreeGPUs)
 	}
 }
+
+// TestParseNamesTheRunFilesThatAreNotRegularFiles: an ended process's line
+// may name its node's files that the probe left unread, exit and log;
+// each is recorded and warned about once, and a word the probe never
+// prints is a warning, not a file.
+func TestParseNamesTheRunFilesThatAreNotRegularFiles(t *testing.T) {
+	h := Parse(output(testNonce, true, frame{sectionPIDs, "4243 - ? exit log\n4244 - 3 log log\n4245 - 0 fifo\n", 0}), testNonce)
+	three, zero := 3, 0
+	want := []PID{{PID: 4243, NotRegular: []string{NodeFileExit, NodeFileLog}}, {PID: 4244, ExitStatus: &three, NotRegular: []string{NodeFileLog}}, {PID: 4245, ExitStatus: &zero}}
+	if !reflect.DeepEqual(h.PIDs, want) {
+		t.Errorf("pids %+v, want %+v", h.PIDs, want)
+	}
+	var notRegular, unknown int
+	for _, w := range h.Warnings {
+		if strings.Contains(w, "not a regular file") {
+			notRegular++
+		}
+		if strings.Contains(w, `unknown file "fifo"`) {
+			unknown++
+		}
+	}
+	if notRegular != 3 || unknown != 1 {
+		t.Errorf("warnings %q", h.Warnings)
+	}
+}

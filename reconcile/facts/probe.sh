@@ -100,11 +100,17 @@ except PackageNotFoundError:
 
 # gpulayer_pids PID[:NODE]... prints, for each process the caller asks
 # about, "PID STAT" (its /proc/PID/stat line) while it runs, and
-# "PID - STATUS" once it has ended (a zombie has too): the exit status its
-# launch recorded in
-# ~/.gpulayer/runs/NODE.exit, or ? when there is none. NODE (JOB/RUN/node-N)
-# names the node's files; the logs of those gone are printed afterwards
-# (gpulayer_logs).
+# "PID - STATUS [FILE...]" once it has ended (a zombie has too): the exit
+# status its launch recorded in ~/.gpulayer/runs/NODE.exit, or ? when there
+# is none, then the node's files (exit, log) that are there but are not
+# regular files. NODE (JOB/RUN/node-N) names the node's files; the logs of
+# those gone are printed afterwards (gpulayer_logs).
+#
+# Run files are only read when they are regular files, a few bytes at a
+# time and under timeout: a FIFO would block the read, a device or a file
+# without a newline would never end it, and either would hold the whole
+# probe until gpulayer gives up on the host. The forks this costs are paid
+# only for processes that have ended.
 gpulayer_pids() {
 	gpulayer_logs=
 	for gpulayer_arg in "$@"; do
@@ -133,24 +139,39 @@ gpulayer_pids() {
 			esac
 		fi
 		gpulayer_status=
+		gpulayer_unread=
 		if [ -n "$gpulayer_node" ]; then
-			gpulayer_f="$HOME/.gpulayer/runs/$gpulayer_node.exit"
-			[ -r "$gpulayer_f" ] && IFS= read -r gpulayer_status <"$gpulayer_f"
-			gpulayer_logs="$gpulayer_logs $gpulayer_pid:$gpulayer_node"
+			gpulayer_f="$HOME/.gpulayer/runs/$gpulayer_node"
+			if [ -f "$gpulayer_f.exit" ]; then
+				# An exit file holds a status and a newline: 32 bytes
+				# are plenty, and never all of a runaway file.
+				{ gpulayer_status=$(gpulayer_bounded 2 head -c 32 "$gpulayer_f.exit" 2>/dev/null); } 2>/dev/null
+			elif [ -e "$gpulayer_f.exit" ]; then
+				gpulayer_unread=' exit'
+			fi
+			if [ -f "$gpulayer_f.log" ]; then
+				gpulayer_logs="$gpulayer_logs $gpulayer_pid:$gpulayer_node"
+			elif [ -e "$gpulayer_f.log" ]; then
+				gpulayer_unread="$gpulayer_unread log"
+			fi
 		fi
 		case $gpulayer_status in
-		'' | *[!0-9]*) gpulayer_status='?' ;;
+		[0-9] | [0-9][0-9] | [0-9][0-9][0-9]) ;;
+		*) gpulayer_status='?' ;;
 		esac
-		printf '%s - %s\n' "$gpulayer_pid" "$gpulayer_status"
+		printf '%s - %s%s\n' "$gpulayer_pid" "$gpulayer_status" "$gpulayer_unread"
 	done
 }
 
 # gpulayer_logs prints a section log.PID with the end (16 KiB at most) of
-# the log of each process gpulayer_pids found gone.
+# the log of each process gpulayer_pids found gone whose log is a regular
+# file; tail runs under timeout, in case the log was since replaced.
 gpulayer_logs() {
 	for gpulayer_arg in $gpulayer_logs; do
 		gpulayer_f="$HOME/.gpulayer/runs/${gpulayer_arg#*:}.log"
-		[ -r "$gpulayer_f" ] || continue
+		if [ ! -f "$gpulayer_f" ] || [ ! -r "$gpulayer_f" ]; then
+			continue
+		fi
 		gpulayer_section "log.${gpulayer_arg%%:*}" gpulayer_bounded 5 tail -c 16384 "$gpulayer_f"
 	done
 }

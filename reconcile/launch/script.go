@@ -129,10 +129,13 @@ func Script(n Node) string {
 // actions (a trapped signal is reset on exec). Once the command has ended,
 // the processes it left behind (its orphans, re-parented to the leader
 // where it is a subreaper) are stopped too: the node is over, and nothing
-// of it may keep its GPUs: SIGTERM, up to 2 s, then SIGKILL.
+// of it may keep its GPUs: SIGTERM, up to 2 s, then SIGKILL. Whatever is
+// at the exit file's name is removed before the status is written: a FIFO
+// put there would block the write, and the leader with it, for ever.
 const leaderScript = `trap : TERM INT HUP
 "$@"
 s=$?
+rm -f "$GPULAYER_EXIT_FILE" 2>/dev/null
 printf "%s\n" "$s" >"$GPULAYER_EXIT_FILE"
 t=0
 while [ "$t" -lt 25 ]; do
