@@ -56,6 +56,7 @@ var diagnosticCases = []diagnosticCase{
 	{fixture: "duplicate_policy", severity: hcl.DiagError, summary: "Duplicate policy", line: 5},
 	{fixture: "empty_command", severity: hcl.DiagError, summary: "Empty command", line: 3},
 	{fixture: "env_invalid_name", severity: hcl.DiagError, summary: "Invalid environment variable name", line: 6, count: 2},
+	{fixture: "restart_invalid", severity: hcl.DiagError, summary: "Invalid value for kind", line: 4, count: 5},
 	{fixture: "env_reserved_name", severity: hcl.DiagError, summary: "Reserved environment variable name", line: 8, count: 2},
 	{fixture: "failed_validation", severity: hcl.DiagError, summary: "Invalid value for variable", line: 3},
 	{fixture: "fleet_without_machines", severity: hcl.DiagWarning, summary: "Fleet without machines", line: 1},

@@ -61,6 +61,7 @@ const (
 	EndLost      = "node_lost"         // a node vanished without an exit status
 	EndStraggler = "straggler"         // nodes still ran completion_grace after one exited 0
 	EndDeadline  = "deadline_exceeded" // the run lasted longer than its deadline
+	EndStalled   = "stalled"           // no node logged or touched its heartbeat for stall_timeout
 )
 
 // nodeSeen is what the refresh says of one node of a running job.
@@ -229,6 +230,8 @@ func (pl *planner) lifecycle(v *verdict) bool {
 		v.keep, v.healthy = true, true
 	case time.Duration(lc.Deadline) > 0 && !now.Before(j.LaunchedAt.Add(time.Duration(lc.Deadline))):
 		ended(state.JobFailed, EndDeadline, fmt.Sprintf("still running %s after its launch (deadline)", time.Duration(lc.Deadline)))
+	case unknown == 0 && pl.stalled(j, time.Duration(lc.StallTimeout)) != "":
+		ended(state.JobFailed, EndStalled, pl.stalled(j, time.Duration(lc.StallTimeout)))
 	default:
 		// Still running: the checks of a running job (its GPUs taken by a
 		// stranger, its host moved) still replace it; a host that did not
@@ -465,4 +468,45 @@ func runEndWords(rep *RunReport) string {
 		msg += fmt.Sprintf("; no restart is left (on_lost = %s, %d used)", allowedWords(rep.OnLost), rep.LostRestarts)
 	}
 	return msg
+}
+
+// stalled says how a running job stalled: every node's log and heartbeat
+// file unchanged for at least timeout (a hung collective stops them all);
+// "" when one changed since, when timeout is 0, or when the probe could
+// not tell.
+func (pl *planner) stalled(j *state.Job, timeout time.Duration) string {
+	if timeout <= 0 {
+		return ""
+	}
+	var quiet time.Duration = -1
+	for _, n := range j.Nodes {
+		h := pl.hosts[n.Host]
+		if h == nil || h.facts == nil || n.Process == nil {
+			return ""
+		}
+		var age *int64
+		for _, p := range h.facts.PIDs {
+			if p.PID == n.Process.PID && p.Alive {
+				for _, a := range []*int64{p.LogAgeSeconds, p.HeartbeatAgeSeconds} {
+					if a != nil && (age == nil || *a < *age) {
+						age = a
+					}
+				}
+			}
+		}
+		if age == nil {
+			return ""
+		}
+		d := time.Duration(*age) * time.Second
+		if d < timeout {
+			return ""
+		}
+		if quiet < 0 || d < quiet {
+			quiet = d
+		}
+	}
+	if quiet < 0 {
+		return ""
+	}
+	return fmt.Sprintf("no node wrote to its log or touched its heartbeat file (GPULAYER_HEARTBEAT_FILE) for %s (stall_timeout %s)", quiet.Round(time.Second), timeout)
 }

@@ -40,7 +40,8 @@ func StateWatches(st *state.State) map[string][]probe.Watch {
 				if n.Process == nil || n.Process.PID <= 0 {
 					continue
 				}
-				w := probe.Watch{PID: n.Process.PID, Node: fmt.Sprintf("%s/%s/node-%d", j.Name, j.RunID, n.Rank)}
+				w := probe.Watch{PID: n.Process.PID, Node: fmt.Sprintf("%s/%s/node-%d", j.Name, j.RunID, n.Rank),
+					Stall: j.Spec.Lifecycle.StallTimeout > 0}
 				if !slices.Contains(out[n.Host], w) {
 					out[n.Host] = append(out[n.Host], w)
 				}

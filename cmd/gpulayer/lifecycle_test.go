@@ -306,3 +306,46 @@ job "quick" {
 	}
 	_ = reconcile.EndSucceeded
 }
+
+// TestAStalledJobIsRestartedAndOneThatBeatsIsNot: with stall_timeout, a
+// job whose nodes neither log nor touch GPULAYER_HEARTBEAT_FILE for that
+// long has stalled: a failure, restarted by its policy. One that touches
+// its heartbeat file is left running.
+func TestAStalledJobIsRestartedAndOneThatBeatsIsNot(t *testing.T) {
+	_, dir := sandboxJobs(t, 4, `
+job "hung" {
+  nodes         = 1
+  gpus_per_node = 1
+  launcher      = "plain"
+  stop_timeout  = "1s"
+  stall_timeout = "2s"
+  command       = ["sleep", "300"]
+  restart {
+    attempts = 1
+    delay    = "0s"
+  }
+}
+job "alive" {
+  nodes         = 1
+  gpus_per_node = 1
+  launcher      = "plain"
+  stop_timeout  = "1s"
+  stall_timeout = "2s"
+  command       = ["sh", "-c", "while :; do touch \"$GPULAYER_HEARTBEAT_FILE\"; sleep 0.3; done"]
+}
+`)
+	mustApply(t, dir)
+	before := loadState(t, dir)
+	time.Sleep(3500 * time.Millisecond)
+	out := mustApply(t, dir)
+	if !strings.Contains(out, "stall_timeout 2s") || !strings.Contains(out, "restart 1 of 1 after failures") {
+		t.Fatalf("a stalled job:\n%s", out)
+	}
+	after := loadState(t, dir)
+	if after.Job("hung").RunID == before.Job("hung").RunID {
+		t.Error("the stalled job was not restarted")
+	}
+	if after.Job("alive").RunID != before.Job("alive").RunID || after.Job("alive").Status != state.JobRunning {
+		t.Errorf("the job that touches its heartbeat file was disturbed: %+v", after.Job("alive"))
+	}
+}

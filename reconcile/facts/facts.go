@@ -133,6 +133,12 @@ type PID struct {
 	// probe never reads a FIFO or a device, which could block it or never
 	// end.
 	NotRegular []string `json:"not_regular,omitempty"`
+	// LogAgeSeconds and HeartbeatAgeSeconds are, for a running process
+	// whose job has a stall_timeout, the seconds since its node's log and
+	// heartbeat file last changed (the machine's clock); nil when the
+	// file is not there or the probe was not asked.
+	LogAgeSeconds       *int64 `json:"log_age_seconds,omitempty"`
+	HeartbeatAgeSeconds *int64 `json:"heartbeat_age_seconds,omitempty"`
 }
 
 // The files of a node a PID's NotRegular names.

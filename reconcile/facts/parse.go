@@ -23,6 +23,7 @@ const (
 	sectionRunIDs      = "run_ids"
 	sectionAppsRecheck = "compute_apps_recheck"
 	sectionClaims      = "claims"
+	sectionActivity    = "activity"
 	sectionPIDs        = "pids"
 	// sectionLogPrefix starts the name of each section holding the end of
 	// a gone process's log: "log.4211".
@@ -125,6 +126,9 @@ func Parse(output []byte, nonce string) Host {
 	}
 	if s, ok := need(sectionPIDs); ok {
 		h.parsePIDs(s)
+		if s, ok := secs[sectionActivity]; ok {
+			h.parseActivity(s)
+		}
 		for i := range h.PIDs {
 			p := &h.PIDs[i]
 			if s, ok := secs[sectionLogPrefix+strconv.Itoa(p.PID)]; ok && !p.Alive {
@@ -503,6 +507,39 @@ func (h *Host) parsePIDs(s section) {
 			p.StartTime = start
 		}
 		h.PIDs = append(h.PIDs, p)
+	}
+}
+
+// parseActivity reads "PID LOG_AGE HEARTBEAT_AGE" lines (ages in
+// seconds, - for none) onto the running pids they name.
+func (h *Host) parseActivity(s section) {
+	if s.exit != 0 {
+		h.warn("reading the nodes' activity failed (exit %d): stalls cannot be seen", s.exit)
+		return
+	}
+	age := func(v string) *int64 {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return nil // "-", or a file from the future
+		}
+		return &n
+	}
+	for n, line := range h.rows(s.text, "activity", MaxPIDRows) {
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			h.warn("activity line %d: want PID LOG_AGE HEARTBEAT_AGE", n+1)
+			continue
+		}
+		pid, err := strconv.Atoi(f[0])
+		if err != nil {
+			h.warn("activity line %d: want PID LOG_AGE HEARTBEAT_AGE", n+1)
+			continue
+		}
+		for i := range h.PIDs {
+			if h.PIDs[i].PID == pid && h.PIDs[i].Alive {
+				h.PIDs[i].LogAgeSeconds, h.PIDs[i].HeartbeatAgeSeconds = age(f[1]), age(f[2])
+			}
+		}
 	}
 }
 

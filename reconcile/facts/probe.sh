@@ -113,7 +113,15 @@ except PackageNotFoundError:
 # only for processes that have ended.
 gpulayer_pids() {
 	gpulayer_logs=
+	gpulayer_stalls=
 	for gpulayer_arg in "$@"; do
+		gpulayer_stall=
+		case $gpulayer_arg in
+		*:s)
+			gpulayer_stall=1
+			gpulayer_arg=${gpulayer_arg%:s}
+			;;
+		esac
 		gpulayer_pid=${gpulayer_arg%%:*}
 		gpulayer_node=
 		case $gpulayer_arg in
@@ -134,6 +142,9 @@ gpulayer_pids() {
 			Z* | X*) ;;
 			*)
 				printf '%s %s\n' "$gpulayer_pid" "$gpulayer_stat"
+				if [ -n "$gpulayer_stall" ] && [ -n "$gpulayer_node" ]; then
+					gpulayer_stalls="$gpulayer_stalls $gpulayer_pid:$gpulayer_node"
+				fi
 				continue
 				;;
 			esac
@@ -160,6 +171,29 @@ gpulayer_pids() {
 		*) gpulayer_status='?' ;;
 		esac
 		printf '%s - %s%s\n' "$gpulayer_pid" "$gpulayer_status" "$gpulayer_unread"
+	done
+}
+
+# gpulayer_activity prints, for each running process whose job has a
+# stall_timeout (gpulayer_pids collects them), "PID LOG_AGE HEARTBEAT_AGE":
+# the seconds since its node's log and heartbeat file last changed, on the
+# machine's own clock, - for a file that is not there. It forks (date -r),
+# so only those processes are asked about.
+gpulayer_activity() {
+	[ -n "$gpulayer_stalls" ] || return 0
+	gpulayer_now=$(date +%s) || return 1
+	for gpulayer_arg in $gpulayer_stalls; do
+		gpulayer_f="$HOME/.gpulayer/runs/${gpulayer_arg#*:}"
+		gpulayer_ages=
+		for gpulayer_x in log heartbeat; do
+			gpulayer_age=-
+			if [ -f "$gpulayer_f.$gpulayer_x" ]; then
+				gpulayer_m=$(date -r "$gpulayer_f.$gpulayer_x" +%s 2>/dev/null) &&
+					gpulayer_age=$((gpulayer_now - gpulayer_m))
+			fi
+			gpulayer_ages="$gpulayer_ages $gpulayer_age"
+		done
+		printf '%s%s\n' "${gpulayer_arg%%:*}" "$gpulayer_ages"
 	done
 }
 
@@ -310,6 +344,7 @@ gpulayer_probe() {
 
 	gpulayer_section pids gpulayer_pids "$@"
 	gpulayer_logs
+	[ -z "$gpulayer_stalls" ] || gpulayer_section activity gpulayer_activity
 	gpulayer_section boot_id gpulayer_cat /proc/sys/kernel/random/boot_id
 	printf '==gpulayer:%s:done\n' "$gpulayer_nonce"
 }

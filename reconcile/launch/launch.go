@@ -77,6 +77,13 @@ func ExitPath(job, runID string, rank int) string {
 	return fmt.Sprintf("%s/%s/%s/node-%d.exit", RunsDir, job, runID, rank)
 }
 
+// HeartbeatPath is the node's heartbeat file (GPULAYER_HEARTBEAT_FILE):
+// touching it tells a stall_timeout the node is making progress even when
+// it logs nothing.
+func HeartbeatPath(job, runID string, rank int) string {
+	return fmt.Sprintf("%s/%s/%s/node-%d.heartbeat", RunsDir, job, runID, rank)
+}
+
 // Var is one environment variable.
 type Var struct{ Name, Value string }
 

@@ -66,6 +66,7 @@ func Script(n Node) string {
 		w("export %s=%s\n", v.Name, value)
 	}
 	w("export GPULAYER_EXIT_FILE=\"$gpulayer_exit\"\n")
+	w("export GPULAYER_HEARTBEAT_FILE=\"$HOME/$gpulayer_dir/node-%d.heartbeat\"\n", n.Rank)
 	// Where the machine has python3, the leader becomes a child
 	// subreaper (prctl PR_SET_CHILD_SUBREAPER, kept across the exec into
 	// sh): whatever the command starts and orphans is re-parented to the

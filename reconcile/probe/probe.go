@@ -221,6 +221,9 @@ func tooLargeOutput(res ssh.Result) string {
 type Watch struct {
 	PID  int
 	Node string
+	// Stall asks how long ago the node's log and heartbeat file changed:
+	// its job has a stall_timeout.
+	Stall bool
 }
 
 // Command is the remote command line of a probe: the script itself goes
@@ -238,6 +241,9 @@ func Command(nonce string, watch []Watch) string {
 		arg := strconv.Itoa(w.PID)
 		if w.Node != "" && !strings.Contains(w.Node, "..") {
 			arg += ":" + w.Node
+			if w.Stall {
+				arg += ":s"
+			}
 		}
 		b.WriteByte(' ')
 		b.WriteString(ssh.Quote(arg))
