@@ -349,3 +349,39 @@ job "alive" {
 		t.Errorf("the job that touches its heartbeat file was disturbed: %+v", after.Job("alive"))
 	}
 }
+
+// TestSucceededAndFailedJobsOverOpenSSH: the lifecycle against OpenSSH's
+// sshd (the machine's real login shell, dash as sh on Debian): a job that
+// exits 0 succeeds and is not launched again; one that exits 3 fails and
+// stays failed.
+func TestSucceededAndFailedJobsOverOpenSSH(t *testing.T) {
+	dir := opensshFleet(t, `
+job "ok" {
+  nodes         = 1
+  gpus_per_node = 1
+  launcher      = "plain"
+  command       = ["sh", "-c", "sleep 1; echo fine"]
+}
+job "bad" {
+  nodes         = 1
+  gpus_per_node = 1
+  launcher      = "plain"
+  command       = ["sh", "-c", "sleep 1; echo broken; exit 3"]
+}
+`)
+	mustApply(t, dir)
+	waitNodeEnded(t, dir, "ok", 0)
+	waitNodeEnded(t, dir, "bad", 0)
+	mustApply(t, dir)
+	st := loadState(t, dir)
+	if j := st.Job("ok"); j.Status != state.JobSucceeded {
+		t.Errorf("ok: %+v", j)
+	}
+	if j := st.Job("bad"); j.Status != state.JobFailed || j.Nodes[0].End == nil || *j.Nodes[0].End.ExitStatus != 3 {
+		t.Errorf("bad: %+v", j)
+	}
+	code, out, _ := runCmd(t, "plan", dir, "--detailed-exitcode")
+	if code != 0 || !strings.Contains(out, `✓ job "ok" succeeded`) || !strings.Contains(out, `! job "bad" failed`) || !strings.Contains(out, "| broken") {
+		t.Errorf("plan: exit %d\n%s", code, out)
+	}
+}
