@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpulayer/gpulayer/config"
+	"github.com/gpulayer/gpulayer/reconcile/facts"
 	"github.com/gpulayer/gpulayer/reconcile/state"
 )
 
@@ -151,7 +152,7 @@ func (pl *planner) lifecycle(v *verdict) bool {
 			seen[i] = nodeSeen{alive: true}
 		case r.ExitStatus != nil:
 			status := *r.ExitStatus
-			seen[i] = nodeSeen{end: &state.NodeEnd{Rank: n.Rank, ExitStatus: &status, Signal: signalOf(status), EndedAt: now, LogTail: r.LogTail}}
+			seen[i] = nodeSeen{end: &state.NodeEnd{Rank: n.Rank, ExitStatus: &status, Signal: signalOf(status), EndedAt: endedAt(h.facts, n.Process.PID, now), LogTail: r.LogTail}}
 		default:
 			seen[i] = nodeSeen{lostWhy: r.Message + ", with no exit status recorded", end: &state.NodeEnd{Rank: n.Rank, Lost: true, EndedAt: now, LogTail: r.LogTail}}
 		}
@@ -196,7 +197,20 @@ func (pl *planner) lifecycle(v *verdict) bool {
 	}
 	ended := func(state, reason, msg string) {
 		rep.State, rep.EndReason, rep.Message = state, reason, msg
+		// The run ended when the last node seen to end did (what was
+		// still running is stopped now).
 		t := now
+		if reason == EndSucceeded || reason == EndExited || reason == EndFailed {
+			t = time.Time{}
+			for _, e := range rep.Nodes {
+				if e.EndedAt.After(t) {
+					t = e.EndedAt
+				}
+			}
+			if t.IsZero() {
+				t = now
+			}
+		}
 		rep.EndedAt, rep.Record = &t, true
 		pl.decideEnded(v, rep, alive > 0 || unknown > 0)
 	}
@@ -509,4 +523,16 @@ func (pl *planner) stalled(j *state.Job, timeout time.Duration) string {
 		return ""
 	}
 	return fmt.Sprintf("no node wrote to its log or touched its heartbeat file (GPULAYER_HEARTBEAT_FILE) for %s (stall_timeout %s)", quiet.Round(time.Second), timeout)
+}
+
+// endedAt is when a node's process ended: its exit file's age as the probe
+// read it on the machine's clock, counted back from when the probe ran;
+// the plan's time where the probe could not say.
+func endedAt(fh *facts.Host, pid int, now time.Time) time.Time {
+	for _, p := range fh.PIDs {
+		if p.PID == pid && p.EndedAgoSeconds != nil && !fh.ProbedAt.IsZero() {
+			return fh.ProbedAt.Add(-time.Duration(*p.EndedAgoSeconds) * time.Second).UTC()
+		}
+	}
+	return now
 }

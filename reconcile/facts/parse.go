@@ -489,6 +489,12 @@ func (h *Host) parsePIDs(s section) {
 				}
 			}
 			for _, file := range f[min(len(f), 1):] {
+				if a, ok := strings.CutPrefix(file, "age="); ok {
+					if v, err := strconv.ParseInt(a, 10, 64); err == nil && v >= 0 {
+						p.EndedAgoSeconds = &v
+					}
+					continue
+				}
 				if file != NodeFileExit && file != NodeFileLog {
 					h.warn("pid %d: unknown file %q", pid, clip(file))
 					continue

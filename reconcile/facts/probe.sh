@@ -157,6 +157,11 @@ gpulayer_pids() {
 				# An exit file holds a status and a newline: 32 bytes
 				# are plenty, and never all of a runaway file.
 				{ gpulayer_status=$(gpulayer_bounded 2 head -c 32 "$gpulayer_f.exit" 2>/dev/null); } 2>/dev/null
+				# How long ago it was written, on the machine's clock: when
+				# the node ended.
+				if gpulayer_m=$(date -r "$gpulayer_f.exit" +%s 2>/dev/null) && gpulayer_n=$(date +%s 2>/dev/null); then
+					gpulayer_unread=" age=$((gpulayer_n - gpulayer_m))"
+				fi
 			elif [ -e "$gpulayer_f.exit" ]; then
 				gpulayer_unread=' exit'
 			fi

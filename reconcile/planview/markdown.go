@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpulayer/gpulayer/internal/iostreams"
 	"github.com/gpulayer/gpulayer/reconcile"
+	"github.com/gpulayer/gpulayer/reconcile/state"
 	"github.com/gpulayer/gpulayer/topology"
 )
 
@@ -38,6 +39,7 @@ func Markdown(w io.Writer, p *reconcile.Plan) error {
 		fmt.Fprintf(bw, "- :warning: **%s**: %s\n", mdText(h.Host), mdText(msg))
 	}
 	fmt.Fprintln(bw)
+	writeMarkdownRuns(bw, p)
 
 	var changed []reconcile.JobChange
 	for _, c := range p.Jobs {
@@ -225,8 +227,38 @@ func mdSymbol(a reconcile.Action) string {
 		return "<code>…</code>"
 	case reconcile.ActionFailed:
 		return "<code>!</code>"
+	case reconcile.ActionStop:
+		return "<code>-</code>"
 	}
 	return ""
+}
+
+// writeMarkdownRuns lists the jobs left as they are whose runs ended or
+// cannot be seen, as the text view's writeRuns does.
+func writeMarkdownRuns(w *bufio.Writer, p *reconcile.Plan) {
+	wrote := false
+	for _, c := range p.Jobs {
+		r := c.Run
+		if c.Action != reconcile.ActionNoOp || r == nil || r.State == reconcile.RunRunning {
+			continue
+		}
+		mark := map[string]string{state.JobSucceeded: "<code>✓</code>", state.JobRestarting: "<code>↻</code>", reconcile.RunUnknown: "<code>?</code>"}[r.State]
+		if mark == "" {
+			mark = "<code>!</code>"
+		}
+		line := fmt.Sprintf("- %s job **%s** %s%s", mark, mdText(c.Job), mdText(r.State), mdText(agoWords(r.EndedAt, p.MadeAt)+ranWords(r)))
+		if r.Message != "" {
+			line += ": " + mdText(r.Message)
+		}
+		if r.State == state.JobFailed || r.State == state.JobLost {
+			line += " (run it again with `gpulayer apply --replace job." + mdText(c.Job) + "`)"
+		}
+		fmt.Fprintln(w, line)
+		wrote = true
+	}
+	if wrote {
+		fmt.Fprintln(w)
+	}
 }
 
 // mdText makes text safe inside a markdown comment, table cells and HTML
