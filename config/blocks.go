@@ -58,11 +58,14 @@ var hostSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 	{Name: "network_group"}, {Name: "labels"},
 }}
 
-var jobSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
-	{Name: "policy"}, {Name: "nodes", Required: true}, {Name: "gpus_per_node"},
-	{Name: "command", Required: true}, {Name: "env"}, {Name: "workdir"},
-	{Name: "labels"}, {Name: "launcher"}, {Name: "stop_timeout"}, {Name: "master_port"},
-}}
+var jobSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "policy"}, {Name: "nodes", Required: true}, {Name: "gpus_per_node"},
+		{Name: "command", Required: true}, {Name: "env"}, {Name: "workdir"},
+		{Name: "labels"}, {Name: "launcher"}, {Name: "stop_timeout"}, {Name: "master_port"},
+	},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "torchrun"}},
+}
 
 // declare checks the name of a top-level block and that no earlier block of
 // its kind has it. Names that expressions refer to (identifier) must be HCL
@@ -459,6 +462,7 @@ func (l *loader) jobs(blocks hcl.Blocks) {
 				Subject:  a["master_port"].Expr.Range().Ptr(),
 			})
 		}
+		l.torchrunBlocks(d, j, content.Blocks, a["launcher"])
 		l.cfg.Jobs = append(l.cfg.Jobs, j)
 	}
 	l.add(d.diags...)

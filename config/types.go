@@ -209,7 +209,10 @@ type Job struct {
 	StopTimeout time.Duration
 	// MasterPort is node 0's rendezvous port; 0 lets apply choose one.
 	MasterPort int
-	DeclRange  hcl.Range
+	// TorchrunArgs are the args of the job's torchrun block: launcher
+	// options placed before the script, none of those gpulayer sets.
+	TorchrunArgs []string
+	DeclRange    hcl.Range
 
 	policyRange hcl.Range
 }

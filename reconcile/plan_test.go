@@ -484,6 +484,32 @@ job "huge" {
 		},
 	},
 	{
+		name: "replace-torchrun-args-changed",
+		build: func(t *testing.T) reconcile.Input {
+			old := loadConfig(t, fleetHCL, trainHCL)
+			st, doc := state.New(), fleetFacts()
+			running(t, st, doc, old, "train", "r-train1", map[string][]int{"a1": {0, 1, 2, 3}, "a2": {0, 1, 2, 3}}, "a1", "a2")
+			changed := loadConfig(t, fleetHCL, `
+job "train" {
+  policy        = policy.rack
+  nodes         = 2
+  gpus_per_node = 4
+  command       = ["python", "train.py", "--epochs", "3"]
+  env           = { NCCL_DEBUG = "WARN" }
+  torchrun {
+    args = ["--log_dir", "/srv/logs"]
+  }
+}`)
+			return input(changed, st, doc)
+		},
+		check: func(t *testing.T, p *reconcile.Plan) {
+			c := action(t, p, "train", reconcile.ActionReplace, reconcile.ReasonConfigChanged)
+			if !slices.Equal(c.Reasons[0].Fields, []string{state.FieldTorchrunArgs}) {
+				t.Errorf("fields %v, want [%s]", c.Reasons[0].Fields, state.FieldTorchrunArgs)
+			}
+		},
+	},
+	{
 		name: "changed-but-unplaceable-keeps-running",
 		build: func(t *testing.T) reconcile.Input {
 			old := loadConfig(t, fleetHCL, trainHCL)
