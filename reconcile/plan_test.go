@@ -510,6 +510,38 @@ job "train" {
 		},
 	},
 	{
+		// a1 and a2 have no torchrun: rack-3 holds one machine a torchrun
+		// job can use, rack-4 another, and train waits, naming why and the
+		// hosts; eval, plain, is placed all the same, on any machine.
+		name: "waiting-no-torchrun",
+		build: func(t *testing.T) reconcile.Input {
+			doc := fleetFacts()
+			found, none := "/usr/bin/torchrun", ""
+			for i := range doc.Hosts {
+				doc.Hosts[i].Torchrun = &found
+				if h := doc.Hosts[i].Name; h == "a1" || h == "a2" {
+					doc.Hosts[i].Torchrun = &none
+				}
+			}
+			return input(loadConfig(t, fleetHCL, trainHCL, evalHCL), state.New(), doc)
+		},
+		check: func(t *testing.T, p *reconcile.Plan) {
+			c := action(t, p, "train", reconcile.ActionWaiting, reconcile.ReasonUnschedulableNow)
+			if c.Decision == nil || c.Decision.Explanation == nil ||
+				!slices.Contains(c.Decision.Explanation.Excluded, topology.Exclusion{Reason: topology.ReasonNoTorchrun, Workers: 2}) {
+				t.Errorf("decision %+v: want 2 workers excluded for no_torchrun", c.Decision)
+			}
+			action(t, p, "eval", reconcile.ActionCreate, reconcile.ReasonNewJob)
+			want := []string{
+				`host a1: no torchrun on the PATH; torchrun jobs are not placed on it (job "train")`,
+				`host a2: no torchrun on the PATH; torchrun jobs are not placed on it (job "train")`,
+			}
+			if !slices.Equal(p.Warnings, want) {
+				t.Errorf("warnings %q, want %q", p.Warnings, want)
+			}
+		},
+	},
+	{
 		name: "changed-but-unplaceable-keeps-running",
 		build: func(t *testing.T) reconcile.Input {
 			old := loadConfig(t, fleetHCL, trainHCL)
