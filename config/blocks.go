@@ -65,12 +65,15 @@ var hostSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 	{Name: "network_group"}, {Name: "labels"},
 }}
 
-var jobSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
-	{Name: "policy"}, {Name: "nodes", Required: true}, {Name: "gpus_per_node"},
-	{Name: "command", Required: true}, {Name: "env"}, {Name: "workdir"},
-	{Name: "labels"}, {Name: "launcher"}, {Name: "stop_timeout"}, {Name: "master_port"},
-	{Name: "kind"}, {Name: "completion_grace"}, {Name: "deadline"}, {Name: "stall_timeout"},
-}, Blocks: []hcl.BlockHeaderSchema{{Type: "restart"}}}
+var jobSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "policy"}, {Name: "nodes", Required: true}, {Name: "gpus_per_node"},
+		{Name: "command", Required: true}, {Name: "env"}, {Name: "workdir"},
+		{Name: "labels"}, {Name: "launcher"}, {Name: "stop_timeout"}, {Name: "master_port"},
+		{Name: "kind"}, {Name: "completion_grace"}, {Name: "deadline"}, {Name: "stall_timeout"},
+	},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "torchrun"}, {Type: "restart"}},
+}
 
 var restartSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 	{Name: "attempts"}, {Name: "on_lost"}, {Name: "retry_exit_codes"}, {Name: "fail_exit_codes"},
@@ -477,7 +480,9 @@ func (l *loader) jobs(blocks hcl.Blocks) {
 		d.duration(a, "completion_grace", &j.CompletionGrace)
 		d.duration(a, "deadline", &j.Deadline)
 		d.duration(a, "stall_timeout", &j.StallTimeout)
-		j.Restart = l.restart(d, j.Kind, content.Blocks)
+		blocksOf := content.Blocks.ByType()
+		j.Restart = l.restart(d, j.Kind, blocksOf["restart"])
+		l.torchrunBlocks(d, j, blocksOf["torchrun"], a["launcher"])
 		l.cfg.Jobs = append(l.cfg.Jobs, j)
 	}
 	l.add(d.diags...)

@@ -220,7 +220,10 @@ type Job struct {
 	CompletionGrace time.Duration
 	Deadline        time.Duration
 	StallTimeout    time.Duration
-	DeclRange       hcl.Range
+	// TorchrunArgs are the args of the job's torchrun block: launcher
+	// options placed before the script, none of those gpulayer sets.
+	TorchrunArgs []string
+	DeclRange    hcl.Range
 
 	policyRange hcl.Range
 }

@@ -99,6 +99,7 @@ func MakePlan(in Input) *Plan {
 	pl.planFleets()
 	pl.claimWarnings()
 	pl.classify()
+	pl.torchrunWarnings()
 	pl.place()
 	pl.leftovers()
 	pl.awaitMachines()

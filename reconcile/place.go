@@ -3,7 +3,9 @@ package reconcile
 import (
 	"fmt"
 	"slices"
+	"strings"
 
+	"github.com/gpulayer/gpulayer/config"
 	"github.com/gpulayer/gpulayer/reconcile/facts"
 	"github.com/gpulayer/gpulayer/topology"
 )
@@ -81,7 +83,8 @@ func (pl *planner) schedule() map[string]topology.Decision {
 		for _, v := range pl.verdicts {
 			if v.place && (v.prior != nil) == (pass == 0) {
 				reqs = append(reqs, topology.Request{
-					Job:    topology.Job{Name: v.name, Nodes: v.spec.Nodes, GPUsPerNode: v.spec.GPUsPerNode},
+					Job: topology.Job{Name: v.name, Nodes: v.spec.Nodes, GPUsPerNode: v.spec.GPUsPerNode,
+						Torchrun: v.spec.Launcher == config.LauncherTorchrun},
 					Policy: Policy(v.spec.Policy),
 				})
 				order = append(order, v)
@@ -110,6 +113,7 @@ func worker(h *host, released map[string]bool, held []int, keptNodes int, lineag
 		Matrix:          h.matrix,
 		GPUs:            len(fh.GPUs),
 		RunningTasks:    keptNodes,
+		NoTorchrun:      noTorchrun(fh),
 	}
 	if w.GPUs == 0 {
 		w.GPUs = h.matrix.GPUs()
@@ -153,6 +157,35 @@ func worker(h *host, released map[string]bool, held []int, keptNodes int, lineag
 	w.Free = free
 	w.RunningTasks += len(foreign)
 	return w
+}
+
+// noTorchrun says the host's probe looked for torchrun and found none;
+// facts that do not say (a probe that did not ask) let it be placed on,
+// as before gpulayer asked.
+func noTorchrun(fh *facts.Host) bool { return fh.Torchrun != nil && *fh.Torchrun == "" }
+
+// torchrunWarnings name the usable hosts without torchrun when a job to
+// place runs under it: the plan leaves them out of its placements
+// (no_torchrun), and says which they are, as the exclusion counts do not.
+func (pl *planner) torchrunWarnings() {
+	var jobs []string
+	for _, v := range pl.verdicts {
+		if v.place && v.spec.Launcher == config.LauncherTorchrun {
+			jobs = append(jobs, fmt.Sprintf("%q", v.name))
+		}
+	}
+	if len(jobs) == 0 {
+		return
+	}
+	which := "job " + jobs[0]
+	if len(jobs) > 1 {
+		which = "jobs " + strings.Join(jobs, ", ")
+	}
+	for _, name := range pl.hostNames {
+		if h := pl.hosts[name]; h.usable() && noTorchrun(h.facts) {
+			pl.plan.Warnings = append(pl.plan.Warnings, fmt.Sprintf("host %s: no torchrun on the PATH; torchrun jobs are not placed on it (%s)", name, which))
+		}
+	}
 }
 
 // claimedByOthers are the GPUs of a host that a live claim of another

@@ -527,6 +527,64 @@ job "huge" {
 		},
 	},
 	{
+		name: "replace-torchrun-args-changed",
+		build: func(t *testing.T) reconcile.Input {
+			old := loadConfig(t, fleetHCL, trainHCL)
+			st, doc := state.New(), fleetFacts()
+			running(t, st, doc, old, "train", "r-train1", map[string][]int{"a1": {0, 1, 2, 3}, "a2": {0, 1, 2, 3}}, "a1", "a2")
+			changed := loadConfig(t, fleetHCL, `
+job "train" {
+  policy        = policy.rack
+  nodes         = 2
+  gpus_per_node = 4
+  command       = ["python", "train.py", "--epochs", "3"]
+  env           = { NCCL_DEBUG = "WARN" }
+  torchrun {
+    args = ["--log_dir", "/srv/logs"]
+  }
+}`)
+			return input(changed, st, doc)
+		},
+		check: func(t *testing.T, p *reconcile.Plan) {
+			c := action(t, p, "train", reconcile.ActionReplace, reconcile.ReasonConfigChanged)
+			if !slices.Equal(c.Reasons[0].Fields, []string{state.FieldTorchrunArgs}) {
+				t.Errorf("fields %v, want [%s]", c.Reasons[0].Fields, state.FieldTorchrunArgs)
+			}
+		},
+	},
+	{
+		// a1 and a2 have no torchrun: rack-3 holds one machine a torchrun
+		// job can use, rack-4 another, and train waits, naming why and the
+		// hosts; eval, plain, is placed all the same, on any machine.
+		name: "waiting-no-torchrun",
+		build: func(t *testing.T) reconcile.Input {
+			doc := fleetFacts()
+			found, none := "/usr/bin/torchrun", ""
+			for i := range doc.Hosts {
+				doc.Hosts[i].Torchrun = &found
+				if h := doc.Hosts[i].Name; h == "a1" || h == "a2" {
+					doc.Hosts[i].Torchrun = &none
+				}
+			}
+			return input(loadConfig(t, fleetHCL, trainHCL, evalHCL), state.New(), doc)
+		},
+		check: func(t *testing.T, p *reconcile.Plan) {
+			c := action(t, p, "train", reconcile.ActionWaiting, reconcile.ReasonUnschedulableNow)
+			if c.Decision == nil || c.Decision.Explanation == nil ||
+				!slices.Contains(c.Decision.Explanation.Excluded, topology.Exclusion{Reason: topology.ReasonNoTorchrun, Workers: 2}) {
+				t.Errorf("decision %+v: want 2 workers excluded for no_torchrun", c.Decision)
+			}
+			action(t, p, "eval", reconcile.ActionCreate, reconcile.ReasonNewJob)
+			want := []string{
+				`host a1: no torchrun on the PATH; torchrun jobs are not placed on it (job "train")`,
+				`host a2: no torchrun on the PATH; torchrun jobs are not placed on it (job "train")`,
+			}
+			if !slices.Equal(p.Warnings, want) {
+				t.Errorf("warnings %q, want %q", p.Warnings, want)
+			}
+		},
+	},
+	{
 		name: "changed-but-unplaceable-keeps-running",
 		build: func(t *testing.T) reconcile.Input {
 			old := loadConfig(t, fleetHCL, trainHCL)

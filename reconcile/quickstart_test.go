@@ -93,7 +93,9 @@ func TestQuickstartFactsAreASandboxProbe(t *testing.T) {
 
 // asQuickstart makes a sandbox probe read as the quickstart's hosts: their
 // configured addresses, and fixed values where the sandbox reports this
-// computer's own (host name, kernel, boot id) and for the time.
+// computer's own (host name, kernel, boot id, whether it has torchrun)
+// and for the time. The quickstart's machines have torchrun, where pip
+// puts it.
 func asQuickstart(t *testing.T, cfg *config.Config, doc *facts.Document) {
 	t.Helper()
 	for i := range doc.Hosts {
@@ -122,6 +124,11 @@ func asQuickstart(t *testing.T, cfg *config.Config, doc *facts.Document) {
 			facts.LocationClaim{Source: facts.SourceHost, Region: own.Region, Zone: own.Zone, NetworkGroup: own.NetworkGroup},
 			facts.LocationClaim{Source: facts.SourceFleet, Region: fleet.Region, Zone: fleet.Zone, NetworkGroup: fleet.NetworkGroup})
 		h.Hostname = h.Name
+		if h.Torchrun == nil {
+			t.Fatalf("host %s: the probe did not say whether it has torchrun", h.Name)
+		}
+		torchrun := "/usr/local/bin/torchrun"
+		h.Torchrun = &torchrun
 		h.Kernel, h.Arch, h.ProductName = "Linux 6.1.0-28-amd64", "x86_64", ""
 		h.BootID = fmt.Sprintf("00000000-0000-4000-8000-%012d", i+1)
 		h.ProbedAt = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)

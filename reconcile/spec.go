@@ -11,18 +11,24 @@ import (
 
 // JobSpec is a configured job's effective configuration as state records
 // it: the policy resolved (the default one when the job names none),
-// copies of its slices and maps.
+// copies of its slices and maps, torchrun args only for a job torchrun
+// starts (a plain job's are not used, so changing them replaces nothing).
 func JobSpec(j *config.Job) state.JobSpec {
 	p := j.EffectivePolicy()
+	var torchrunArgs []string
+	if j.Launcher == config.LauncherTorchrun {
+		torchrunArgs = slices.Clone(j.TorchrunArgs)
+	}
 	return state.JobSpec{
-		Command:     slices.Clone(j.Command),
-		Env:         maps.Clone(j.Env),
-		Workdir:     j.Workdir,
-		Launcher:    j.Launcher,
-		Nodes:       j.Nodes,
-		GPUsPerNode: j.GPUsPerNode,
-		MasterPort:  j.MasterPort,
-		StopTimeout: state.Duration(j.StopTimeout),
+		Command:      slices.Clone(j.Command),
+		Env:          maps.Clone(j.Env),
+		Workdir:      j.Workdir,
+		Launcher:     j.Launcher,
+		Nodes:        j.Nodes,
+		GPUsPerNode:  j.GPUsPerNode,
+		MasterPort:   j.MasterPort,
+		TorchrunArgs: torchrunArgs,
+		StopTimeout:  state.Duration(j.StopTimeout),
 		Lifecycle: state.LifecycleSpec{
 			Kind:            j.Kind,
 			Attempts:        j.Restart.Attempts,

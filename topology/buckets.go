@@ -74,8 +74,11 @@ func (s *scheduler) classify() {
 				s.excl[r]++
 				continue
 			}
+		} else if s.torchrun && w.NoTorchrun {
+			s.excl[exclNoTorchrun]++ // the static checks without labels or regions
+			continue
 		} else if w.gpuCount() < s.gpn {
-			s.excl[2]++ // the one static check without labels or regions
+			s.excl[exclTooFewGPUs]++
 			continue
 		}
 		// A direct-mapped cache on a few bytes of the key finds the cell
@@ -92,9 +95,9 @@ func (s *scheduler) classify() {
 		free := count(w.freeSet())
 		if free < s.gpn {
 			if free == 0 {
-				s.excl[3]++
+				s.excl[exclBusy]++
 			} else {
-				s.excl[4]++
+				s.excl[exclTooFewFreeGPUs]++
 			}
 			continue
 		}
@@ -250,13 +253,13 @@ func (s *scheduler) cellFor(w *Worker) int32 {
 }
 
 // staticReason is the index in staticReasons of the first check the worker
-// fails that does not depend on what is free now (label, region, GPU
-// count); -1 when it passes them.
+// fails that does not depend on what is free now (label, region,
+// torchrun, GPU count); -1 when it passes them.
 func (s *scheduler) staticReason(w *Worker) int {
 	if len(s.pol.Labels) > 0 {
 		for k, v := range s.pol.Labels {
 			if got, ok := w.Labels[k]; !ok || got != v {
-				return 0
+				return exclLabel
 			}
 		}
 	}
@@ -269,11 +272,14 @@ func (s *scheduler) staticReason(w *Worker) int {
 			}
 		}
 		if !ok {
-			return 1
+			return exclRegion
 		}
 	}
+	if s.torchrun && w.NoTorchrun {
+		return exclNoTorchrun
+	}
 	if w.gpuCount() < s.gpn {
-		return 2
+		return exclTooFewGPUs
 	}
 	return -1
 }

@@ -58,6 +58,7 @@ type Reason string
 const (
 	ReasonLabel          Reason = "label"             // misses a label the policy selects on
 	ReasonRegion         Reason = "region"            // neither its region nor its zone is in policy regions
+	ReasonNoTorchrun     Reason = "no_torchrun"       // a torchrun job, and the machine has no torchrun
 	ReasonTooFewGPUs     Reason = "too_few_gpus"      // has fewer GPUs than gpus_per_node even when idle
 	ReasonBusy           Reason = "busy"              // no free GPU now
 	ReasonTooFewFreeGPUs Reason = "too_few_free_gpus" // some GPUs free, fewer than gpus_per_node

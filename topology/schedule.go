@@ -87,7 +87,8 @@ type scheduler struct {
 	picks      map[int32]Pick
 	cells      []cell
 	freeByCell []int32
-	excl       [5]int
+	excl       [exclCount]int
+	torchrun   bool // the job runs under torchrun
 	chosen     []int32
 	heap       []int32
 	order, inv []int32
@@ -215,12 +216,24 @@ func (s *scheduler) schedule(job Job, workers []Worker, policy Policy) Decision 
 			lastExp.Excluded = append(lastExp.Excluded, Exclusion{Reason: ReasonTorchVersion, Workers: n})
 		}
 	}
-	eligible := len(workers) - s.excl[0] - s.excl[1] - s.excl[2] // less label, region, too_few_gpus
+	eligible := len(workers) - s.excl[exclLabel] - s.excl[exclRegion] - s.excl[exclNoTorchrun] - s.excl[exclTooFewGPUs]
 	d.Summary = unplacedSummary(&d, level, s.nodes, bestExp, torchVersions(lastExp.Buckets), eligible)
 	return d
 }
 
-var staticReasons = [...]Reason{ReasonLabel, ReasonRegion, ReasonTooFewGPUs, ReasonBusy, ReasonTooFewFreeGPUs}
+// Indices of scheduler.excl, in the order a worker is checked.
+const (
+	exclLabel = iota
+	exclRegion
+	exclNoTorchrun
+	exclTooFewGPUs
+	exclBusy
+	exclTooFewFreeGPUs
+	exclCount
+)
+
+// staticReasons names each index of scheduler.excl.
+var staticReasons = [exclCount]Reason{ReasonLabel, ReasonRegion, ReasonNoTorchrun, ReasonTooFewGPUs, ReasonBusy, ReasonTooFewFreeGPUs}
 
 // closer reports whether bucket a is closer to holding the job than b: more
 // free workers, then more eligible ones (eligible first when no bucket could
@@ -269,7 +282,7 @@ func (s *scheduler) torchPassedOver(exp *LevelExplanation, b int, level Level) i
 
 func (s *scheduler) reset(job Job, workers []Worker, pol Policy) {
 	n := len(workers)
-	s.ws, s.pol, s.nodes, s.gpn = workers, pol, job.Nodes, job.GPUsPerNode
+	s.ws, s.pol, s.nodes, s.gpn, s.torchrun = workers, pol, job.Nodes, job.GPUsPerNode, job.Torchrun
 	s.opts = PickOptions{MultiNode: job.MultiNode()}
 	s.flat = pol.GroupLocality == LocalityAny
 	switch {
@@ -291,7 +304,7 @@ func (s *scheduler) reset(job Job, workers []Worker, pol Policy) {
 	clear(s.qualDone)
 	s.picks = nil
 	s.cells = s.cells[:0]
-	s.excl = [5]int{}
+	s.excl = [exclCount]int{}
 }
 
 // release drops every reference to the caller's data, so that a pooled

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -258,14 +259,16 @@ func TestScheduleCountsEveryExclusionReason(t *testing.T) {
 		wk("small", "eu/z1", "2.5.1", 2, 2),
 		wk("busy", "eu/z1", "2.5.1", 8, 0),
 		wk("half", "eu/z1", "2.5.1", 8, 2),
+		wk("notorchrun", "eu/z1", "2.5.1", 2, 0), // counted under its first reason only
 	}
 	for i := range ws {
 		if ws[i].ID != "nolabel" {
 			ws[i].Labels = map[string]string{"gpu": "h100"}
 		}
 	}
-	d := Schedule(Job{Name: "j", Nodes: 1, GPUsPerNode: 4}, ws, Policy{Regions: []string{"eu"}, Labels: map[string]string{"gpu": "h100"}})
-	want := []Exclusion{{ReasonLabel, 1}, {ReasonRegion, 2}, {ReasonTooFewGPUs, 1}, {ReasonBusy, 1}, {ReasonTooFewFreeGPUs, 1}}
+	ws[len(ws)-1].NoTorchrun = true
+	d := Schedule(Job{Name: "j", Nodes: 1, GPUsPerNode: 4, Torchrun: true}, ws, Policy{Regions: []string{"eu"}, Labels: map[string]string{"gpu": "h100"}})
+	want := []Exclusion{{ReasonLabel, 1}, {ReasonRegion, 2}, {ReasonNoTorchrun, 1}, {ReasonTooFewGPUs, 1}, {ReasonBusy, 1}, {ReasonTooFewFreeGPUs, 1}}
 	if !reflect.DeepEqual(d.Explanation.Excluded, want) {
 		t.Errorf("excluded %v, want %v", d.Explanation.Excluded, want)
 	}
@@ -276,6 +279,41 @@ func TestScheduleCountsEveryExclusionReason(t *testing.T) {
 	b := d.Explanation.Levels[1].Buckets[0]
 	if b.Eligible != 3 || b.Free != 1 || b.Needed != 1 {
 		t.Errorf("zone bucket %+v, want eligible 3, free 1, needed 1", b)
+	}
+}
+
+// TestScheduleKeepsTorchrunJobsOffMachinesWithoutTorchrun: a machine
+// known to have no torchrun holds no node of a torchrun job, which says
+// why, and is free for a job of another launcher; in one ScheduleAll pass
+// too.
+func TestScheduleKeepsTorchrunJobsOffMachinesWithoutTorchrun(t *testing.T) {
+	ws := labFleet()
+	for i := range ws {
+		ws[i].NoTorchrun = ws[i].Location.Zone == "eu-1"
+	}
+	// Four nodes: eu-1 (four machines, one busy) would hold them in one
+	// zone were it not for torchrun; us-1 does.
+	d := Schedule(Job{Name: "train", Nodes: 4, GPUsPerNode: 4, Torchrun: true}, ws, Policy{})
+	if d.Status != StatusPlaced || d.Location.Zone != "us-1" {
+		t.Errorf("placed %s in %+v, want us-1: %s", d.Status, d.Location, d.Summary)
+	}
+	if want := []Exclusion{{ReasonNoTorchrun, 4}}; !reflect.DeepEqual(d.Explanation.Excluded, want) {
+		t.Errorf("excluded %v, want %v", d.Explanation.Excluded, want)
+	}
+	plain := Schedule(Job{Name: "prep", Nodes: 3, GPUsPerNode: 4}, ws, Policy{Regions: []string{"eu-1"}})
+	if want := []Exclusion{{ReasonRegion, 7}, {ReasonBusy, 1}}; plain.Status != StatusPlaced || !reflect.DeepEqual(plain.Explanation.Excluded, want) {
+		t.Errorf("a job without torchrun: %s, excluded %v, want %v", plain.Summary, plain.Explanation.Excluded, want)
+	}
+	none := Schedule(Job{Name: "one", Nodes: 1, GPUsPerNode: 4, Torchrun: true}, ws[:4], Policy{})
+	if none.Status != StatusWaiting || !none.Unschedulable || !strings.HasPrefix(none.Summary, "waiting: no worker is eligible;") {
+		t.Errorf("no machine with torchrun: %s %q (unschedulable %v)", none.Status, none.Summary, none.Unschedulable)
+	}
+	all := ScheduleAll([]Request{
+		{Job: Job{Name: "train", Nodes: 4, GPUsPerNode: 4, Torchrun: true}},
+		{Job: Job{Name: "prep", Nodes: 3, GPUsPerNode: 4}, Policy: Policy{Regions: []string{"eu-1"}}},
+	}, ws)
+	if all[0].Location.Zone != "us-1" || all[1].Status != StatusPlaced || all[1].Location.Zone != "eu-1" {
+		t.Errorf("ScheduleAll: %q, %q", all[0].Summary, all[1].Summary)
 	}
 }
 

@@ -26,6 +26,10 @@ type Worker struct {
 	Free          DeviceSet // GPUs free now
 	FreeMemoryMiB int64     // free GPU memory, summed over the free GPUs
 	RunningTasks  int
+	// NoTorchrun says the machine is known to have no torchrun (its probe
+	// found none on the PATH); false when it has one or it is not known.
+	// It cannot hold a node of a job that Job.Torchrun marks.
+	NoTorchrun bool
 }
 
 // gpuCount is the machine's GPU count.
@@ -56,6 +60,9 @@ type Job struct {
 	// CPU-only nodes of different jobs may share a machine; one job's nodes
 	// are on distinct machines, as for every job.
 	GPUsPerNode int
+	// Torchrun says each node runs under torchrun, so a worker known to
+	// have none (Worker.NoTorchrun) cannot hold one.
+	Torchrun bool
 }
 
 // MultiNode says the job spans machines, so its GPUs talk over the network

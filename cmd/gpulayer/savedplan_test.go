@@ -263,9 +263,10 @@ func TestARunOnAHostRemovedFromTheConfigurationIsStopped(t *testing.T) {
 
 // TestAnEditedSavedPlanWithNamesTheConfigurationRefusesIsRefused: a saved
 // plan edited to name a job "../../../../x" (which would make a run
-// directory outside ~/.gpulayer/runs), or to give a job an environment
-// variable sh cannot export, is refused by apply and show, naming what is
-// wrong; nothing is launched.
+// directory outside ~/.gpulayer/runs), to give a job an environment
+// variable sh cannot export, or a torchrun argument that replaces the
+// rendezvous gpulayer sets up, is refused by apply and show, naming what
+// is wrong; nothing is launched.
 func TestAnEditedSavedPlanWithNamesTheConfigurationRefusesIsRefused(t *testing.T) {
 	dir := t.TempDir()
 	statePath := filepath.Join(dir, "state.json")
@@ -282,6 +283,7 @@ func TestAnEditedSavedPlanWithNamesTheConfigurationRefusesIsRefused(t *testing.T
 	}{
 		{"job name", `"../../../../x"`, `job "../../../../x" is not a valid name`},
 		{"env name", "", `environment variable "A=B"`},
+		{"torchrun argument", "torchrun", `torchrun argument "--rdzv_backend=c10d"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var doc map[string]any
@@ -290,7 +292,18 @@ func TestAnEditedSavedPlanWithNamesTheConfigurationRefusesIsRefused(t *testing.T
 			}
 			jobs := doc["config"].(map[string]any)["jobs"].([]any)
 			first := jobs[0].(map[string]any)
-			if c.edit != "" {
+			switch c.edit {
+			case "torchrun":
+				first["spec"].(map[string]any)["torchrun_args"] = []string{"--rdzv_backend=c10d"}
+			case "":
+				spec := first["spec"].(map[string]any)
+				env, _ := spec["env"].(map[string]any)
+				if env == nil {
+					env = map[string]any{}
+				}
+				env["A=B"] = "x"
+				spec["env"] = env
+			default:
 				var name string
 				json.Unmarshal([]byte(c.edit), &name)
 				old := first["name"].(string)
@@ -300,14 +313,6 @@ func TestAnEditedSavedPlanWithNamesTheConfigurationRefusesIsRefused(t *testing.T
 						m["job"] = name
 					}
 				}
-			} else {
-				spec := first["spec"].(map[string]any)
-				env, _ := spec["env"].(map[string]any)
-				if env == nil {
-					env = map[string]any{}
-				}
-				env["A=B"] = "x"
-				spec["env"] = env
 			}
 			edited, _ := json.Marshal(doc)
 			path := filepath.Join(t.TempDir(), "edited.plan")

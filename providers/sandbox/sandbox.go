@@ -29,7 +29,7 @@ import (
 // scripts are the machines' programs written in sh; the Go ones (tools.go)
 // get a shim each in bin/.
 //
-//go:embed scripts/python3 scripts/sandbox-shell
+//go:embed scripts/python3 scripts/sandbox-shell scripts/torchrun
 var scripts embed.FS
 
 // Files Start writes into the sandbox directory.
@@ -354,9 +354,17 @@ func setInterpreter(path, shell string) error {
 }
 
 // writeScripts writes the machines' programs into bin: the sh scripts and
-// the shims of the Go tools.
+// the shims of the Go tools. The torchrun shim is there only where the
+// computer has a torchrun (one an earlier sandbox wrote is removed), so
+// a machine's probe finds torchrun exactly when a job could run it.
 func writeScripts(bin string) error {
-	for _, name := range []string{"python3", "sandbox-shell"} {
+	names := []string{"python3", "sandbox-shell"}
+	if realTorchrun() != "" {
+		names = append(names, "torchrun")
+	} else if err := os.Remove(filepath.Join(bin, "torchrun")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("sandbox: %w", err)
+	}
+	for _, name := range names {
 		b, err := scripts.ReadFile("scripts/" + name)
 		if err != nil {
 			return fmt.Errorf("sandbox: %w", err)
@@ -370,8 +378,8 @@ func writeScripts(bin string) error {
 
 // baseEnv is the environment every machine's sessions start with, and all
 // of it but HOME and the machine's own variables: the sandbox's bin first
-// on PATH, the login shell, the user, and the real python3 for the python3
-// shim. Nothing else of the sandbox's environment reaches a machine, as
+// on PATH, the login shell, the user, and the real python3 and torchrun
+// for their shims. Nothing else of the sandbox's environment reaches a machine, as
 // sshd passes none of its own: not the SSH agent's socket, not the secrets
 // of whoever started it.
 func baseEnv(bin string) []string {
@@ -386,6 +394,9 @@ func baseEnv(bin string) []string {
 	}
 	if py := realPython3(); py != "" {
 		env = append(env, "GPULAYER_SANDBOX_PYTHON3="+py)
+	}
+	if tr := realTorchrun(); tr != "" {
+		env = append(env, "GPULAYER_SANDBOX_TORCHRUN="+tr)
 	}
 	if u := currentUser(); u != "" {
 		env = append(env, "USER="+u, "LOGNAME="+u)
@@ -416,6 +427,21 @@ func findPython3() string {
 	}
 	return py
 }
+
+// realTorchrun is the computer's torchrun, which the machines' torchrun
+// shim runs: the absolute path PATH finds, "" without one. Asked once per
+// program, as realPython3.
+var realTorchrun = sync.OnceValue(func() string {
+	p, err := exec.LookPath("torchrun")
+	if err != nil {
+		return ""
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return ""
+	}
+	return abs
+})
 
 func newSigner() (gossh.Signer, error) {
 	_, priv, err := ed25519.GenerateKey(rand.Reader)

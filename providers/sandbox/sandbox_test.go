@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -68,6 +69,12 @@ func testProbingReturnsTheRecordings(t *testing.T, shell string) {
 	if len(doc.Hosts) != 8 {
 		t.Fatalf("%d hosts probed, want 8", len(doc.Hosts))
 	}
+	// A machine has torchrun (the shim of the computer's) exactly when the
+	// computer does.
+	wantTorchrun := ""
+	if _, err := exec.LookPath("torchrun"); err == nil {
+		wantTorchrun = filepath.Join(sb.Dir, "bin", "torchrun")
+	}
 	models := map[string]bool{}
 	for _, m := range sb.Machines {
 		h := doc.Find(m.Name)
@@ -107,6 +114,10 @@ func testProbingReturnsTheRecordings(t *testing.T, shell string) {
 		if h.Location != wantLoc {
 			t.Errorf("%s: location %+v, want %+v", m.Name, h.Location, wantLoc)
 		}
+		if h.Torchrun == nil || *h.Torchrun != wantTorchrun {
+			t.Errorf("%s: torchrun %s, want %q", m.Name, describe(h.Torchrun), wantTorchrun)
+		}
+		// The recorded version, whatever torch the computer has.
 		if h.TorchVersion != m.Torch || h.CUDADriverVersion != m.Model.Driver {
 			t.Errorf("%s: torch %q driver %q, want %q %q", m.Name, h.TorchVersion, h.CUDADriverVersion, m.Torch, m.Model.Driver)
 		}
@@ -264,4 +275,12 @@ func TestInProcessLaunchMarksTheMachineAndStartsARealProcess(t *testing.T) {
 	if alive(pid) {
 		t.Fatalf("pid %d outlived the sandbox", pid)
 	}
+}
+
+// describe is a torchrun path as a probe reported it, or "unknown".
+func describe(p *string) string {
+	if p == nil {
+		return "unknown"
+	}
+	return strconv.Quote(*p)
 }

@@ -15,7 +15,7 @@ func TestScriptsAreShellcheckClean(t *testing.T) {
 	if err != nil {
 		t.Skip("shellcheck is not installed")
 	}
-	files := []string{filepath.Join("scripts", "python3"), filepath.Join("scripts", "sandbox-shell")}
+	files := []string{filepath.Join("scripts", "python3"), filepath.Join("scripts", "sandbox-shell"), filepath.Join("scripts", "torchrun")}
 	shims := t.TempDir()
 	for name := range tools {
 		// A program path that needs quoting, as a user's might.

@@ -42,6 +42,11 @@ type Host struct {
 
 	TorchVersion      string `json:"torch_version,omitempty"`
 	CUDADriverVersion string `json:"cuda_driver_version,omitempty"` // nvidia-smi's driver_version
+	// Torchrun is where `command -v torchrun` found torchrun on the
+	// login's PATH (the PATH a launch has), "" when it found none, nil
+	// when not known (facts of a probe that did not ask): a host known to
+	// have none cannot run a torchrun job.
+	Torchrun *string `json:"torchrun,omitempty"`
 
 	GPUs []GPU `json:"gpus"`
 	// FreeGPUs are the indices of GPUs with no compute process, ascending.

@@ -30,12 +30,15 @@ func TestDocumentRoundTripsThroughJSONInSnakeCase(t *testing.T) {
 			TopologyRaw: string(raw), Topology: m, Location: Location{Zone: "z", Source: SourceHost},
 			ProbedAt: time.Date(2026, 11, 29, 20, 0, 0, 0, time.UTC)})
 	}
+	// Torchrun found, known missing, and unknown read back as they were.
+	found, none := "/usr/bin/torchrun", ""
+	hosts[0].Torchrun, hosts[1].Torchrun = &found, &none
 	doc := Document{Version: Version, Hosts: hosts}
 	b, err := json.Marshal(doc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{`"links":`, `"nics":`, `"nic_links":`, `"cpu_affinity":`, `"numa_affinity":`, `"gpu_numa_id":`} {
+	for _, key := range []string{`"torchrun":"/usr/bin/torchrun"`, `"torchrun":""`, `"links":`, `"nics":`, `"nic_links":`, `"cpu_affinity":`, `"numa_affinity":`, `"gpu_numa_id":`} {
 		if !strings.Contains(string(b), key) {
 			t.Errorf("the document has no %s key", key)
 		}

@@ -17,6 +17,7 @@ const (
 	sectionProductName = "product_name"
 	sectionGCEZone     = "gce_zone"
 	sectionTorch       = "torch"
+	sectionTorchrun    = "torchrun"
 	sectionGPUs        = "gpus"
 	sectionComputeApps = "compute_apps"
 	sectionTopo        = "topo"
@@ -101,6 +102,11 @@ func Parse(output []byte, nonce string) Host {
 	h.parseGCEZone(secs)
 	if s, ok := need(sectionTorch); ok {
 		h.parseTorch(s)
+	}
+	// Not needed: output recorded before the probe asked has no such
+	// section, and its hosts' torchrun is unknown, not missing.
+	if s, ok := secs[sectionTorchrun]; ok {
+		h.parseTorchrun(s)
 	}
 	if s, ok := need(sectionGPUs); ok && h.parseGPUs(s) {
 		if s, ok := need(sectionComputeApps); ok {
@@ -266,6 +272,19 @@ func (h *Host) parseTorch(s section) {
 	default:
 		h.warn("python3 failed reading the torch version (exit %d)", s.exit)
 	}
+}
+
+// parseTorchrun reads `command -v torchrun`: its path, or none when it
+// failed. A section cut off says nothing.
+func (h *Host) parseTorchrun(s section) {
+	if !s.complete {
+		return
+	}
+	path := ""
+	if s.exit == 0 {
+		path = h.field("torchrun path", firstLine(s.text))
+	}
+	h.Torchrun = &path
 }
 
 // parseGPUs reads `nvidia-smi --query-gpu` rows and reports whether the

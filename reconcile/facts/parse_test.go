@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -389,4 +390,36 @@ func TestParseNamesTheRunFilesThatAreNotRegularFiles(t *testing.T) {
 	if notRegular != 3 || unknown != 1 {
 		t.Errorf("warnings %q", h.Warnings)
 	}
+}
+
+// TestParseTellsAMissingTorchrunFromAnUnknownOne: the path where the
+// probe found torchrun; "" where it found none; unknown (nil) where the
+// output has no complete torchrun section, as output recorded before the
+// probe asked, with no warning for that.
+func TestParseTellsAMissingTorchrunFromAnUnknownOne(t *testing.T) {
+	base := dgxA100(t)
+	with := func(fr frame) []frame { return append(slices.Clone(base), fr) }
+	found := Parse(output(testNonce, true, with(frame{sectionTorchrun, "/usr/bin/torchrun\n", 0})...), testNonce)
+	if found.Torchrun == nil || *found.Torchrun != "/usr/bin/torchrun" || len(found.Warnings) != 0 {
+		t.Errorf("found: torchrun %s, warnings %q", pathOf(found.Torchrun), found.Warnings)
+	}
+	missing := Parse(output(testNonce, true, with(frame{sectionTorchrun, "", 1})...), testNonce)
+	if missing.Torchrun == nil || *missing.Torchrun != "" || len(missing.Warnings) != 0 {
+		t.Errorf("missing: torchrun %s, warnings %q", pathOf(missing.Torchrun), missing.Warnings)
+	}
+	unknown := Parse(output(testNonce, true, base...), testNonce)
+	if unknown.Torchrun != nil || len(unknown.Warnings) != 0 {
+		t.Errorf("not asked: torchrun %s, warnings %q; want unknown, no warning", pathOf(unknown.Torchrun), unknown.Warnings)
+	}
+	cut := []byte(string(output(testNonce, false, base...)) + "==gpulayer:" + testNonce + ":begin:torchrun\n/usr/bi")
+	if h := Parse(cut, testNonce); h.Torchrun != nil {
+		t.Errorf("cut off: torchrun %s, want unknown", pathOf(h.Torchrun))
+	}
+}
+
+func pathOf(p *string) string {
+	if p == nil {
+		return "unknown"
+	}
+	return strconv.Quote(*p)
 }

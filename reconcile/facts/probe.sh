@@ -324,6 +324,9 @@ gpulayer_probe() {
 	esac
 
 	gpulayer_section torch gpulayer_torch
+	# Where torchrun is on this PATH (the one a launch has): a builtin, no
+	# fork.
+	gpulayer_section torchrun command -v torchrun
 
 	if command -v nvidia-smi >/dev/null 2>&1; then
 		gpulayer_section gpus gpulayer_bounded 20 nvidia-smi \

@@ -69,6 +69,9 @@ func TestScriptReportsGPUsProcessesAndTopology(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(bin, "nvidia-smi"), []byte(fakeNvidiaSMI), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(filepath.Join(bin, "torchrun"), []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	topoFile := filepath.Join("..", "..", "testdata", "topo", "3x-rtx-a6000-nv4-pair-ansi-escapes-tabs.txt")
 	raw, err := os.ReadFile(topoFile)
 	if err != nil {
@@ -104,6 +107,9 @@ func TestScriptReportsGPUsProcessesAndTopology(t *testing.T) {
 	if h.Arch == "" || !strings.HasPrefix(h.Kernel, "Linux ") {
 		t.Errorf("kernel %q arch %q", h.Kernel, h.Arch)
 	}
+	if h.Torchrun == nil || *h.Torchrun != filepath.Join(bin, "torchrun") {
+		t.Errorf("torchrun %s, want %s", pathOf(h.Torchrun), filepath.Join(bin, "torchrun"))
+	}
 	for _, w := range h.Warnings {
 		// python3 is not on this PATH, which is the only expected warning;
 		// the 3-GPU matrix beside 2 listed GPUs is the other.
@@ -123,5 +129,8 @@ func TestScriptOnAMachineWithoutNvidiaSMI(t *testing.T) {
 	}
 	if h.BootID == "" || h.Hostname == "" {
 		t.Fatalf("host %+v", h)
+	}
+	if h.Torchrun == nil || *h.Torchrun != "" {
+		t.Errorf("torchrun %s, want known to be missing (\"\")", pathOf(h.Torchrun))
 	}
 }

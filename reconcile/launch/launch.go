@@ -87,9 +87,23 @@ func HeartbeatPath(job, runID string, rank int) string {
 // Var is one environment variable.
 type Var struct{ Name, Value string }
 
-// Env is the node's environment beyond the login's: the job's env first,
-// then gpulayer's variables, which win over the job's of the same name
-// (sorted by name within each part, so a script is the same every time).
+// Defaults are the variables every node gets unless the job's env sets
+// them: Python's output unbuffered, so a node's log shows what it printed
+// as it printed it (a worker that hangs or is killed leaves its last lines,
+// not a lost buffer); and NCCL's asynchronous error handling (the name
+// torch 2.2 and later read, and the older one), so that an NCCL error or
+// timeout ends the worker's process instead of leaving it blocked in a
+// collective, and the node is seen to have failed.
+var Defaults = map[string]string{
+	"PYTHONUNBUFFERED":                "1",
+	"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
+	"NCCL_ASYNC_ERROR_HANDLING":       "1",
+}
+
+// Env is the node's environment beyond the login's: Defaults and the job's
+// env first (the job's value winning), then gpulayer's variables, which
+// win over the job's of the same name (sorted by name within each part, so
+// a script is the same every time).
 func Env(n Node) []Var {
 	own := map[string]string{
 		"GPULAYER_JOB":         n.Job,
@@ -105,10 +119,12 @@ func Env(n Node) []Var {
 		"CUDA_DEVICE_ORDER":    "PCI_BUS_ID",
 		"CUDA_VISIBLE_DEVICES": visibleDevices(n),
 	}
+	job := maps.Clone(Defaults)
+	maps.Copy(job, n.Spec.Env)
 	var out []Var
-	for _, k := range slices.Sorted(maps.Keys(n.Spec.Env)) {
+	for _, k := range slices.Sorted(maps.Keys(job)) {
 		if _, ours := own[k]; !ours {
-			out = append(out, Var{k, n.Spec.Env[k]})
+			out = append(out, Var{k, job[k]})
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(own)) {
@@ -134,27 +150,49 @@ func visibleDevices(n Node) string {
 
 // Argv is the program and arguments a node runs. The plain launcher runs
 // the command as it is. torchrun runs it under a static rendezvous:
-// `torchrun --nnodes N --nproc-per-node G --node-rank R --master-addr A
-// --master-port P` and then the command: a command that starts with
-// python or python3 gives torchrun its script and arguments (torchrun
-// starts the workers' python itself); any other program is run with
-// --no-python.
+// `torchrun --nnodes N --nproc_per_node G --node_rank R --master_addr A
+// --master_port P --max_restarts 0`, the job's torchrun args, and then
+// the command: a command that starts with python or python3 gives
+// torchrun its script and arguments (torchrun starts the workers' python
+// itself); any other program is run with --no_python.
+//
+// The options are spelled with underscores, the only spelling torch 1.x
+// takes (torch 2 takes both). --max_restarts is 0 because a static
+// rendezvous cannot restart workers across nodes: a node whose worker
+// fails ends, and gpulayer replaces the job as a whole.
 func Argv(n Node) []string {
+	argv, _ := argvWithPort(n)
+	return argv
+}
+
+// argvWithPort is Argv and the index of torchrun's --master_port value
+// (-1 for the plain launcher): the launch script puts the port node 0
+// picked there, and nowhere else, whatever the command's own arguments.
+func argvWithPort(n Node) ([]string, int) {
 	cmd := n.Spec.Command
 	if n.Spec.Launcher != "torchrun" {
-		return slices.Clone(cmd)
+		return slices.Clone(cmd), -1
 	}
 	argv := []string{"torchrun",
 		"--nnodes", strconv.Itoa(n.Spec.Nodes),
-		"--nproc-per-node", strconv.Itoa(max(n.Spec.GPUsPerNode, 1)),
-		"--node-rank", strconv.Itoa(n.Rank),
-		"--master-addr", n.MasterAddr,
-		"--master-port", strconv.Itoa(n.MasterPort),
+		"--nproc_per_node", strconv.Itoa(max(n.Spec.GPUsPerNode, 1)),
+		"--node_rank", strconv.Itoa(n.Rank),
+		"--master_addr", n.MasterAddr,
+		"--master_port", strconv.Itoa(n.MasterPort),
+		"--max_restarts", "0",
 	}
-	if len(cmd) > 1 && (cmd[0] == "python" || cmd[0] == "python3") && !strings.HasPrefix(cmd[1], "-") {
-		return append(argv, cmd[1:]...)
+	port := slices.Index(argv, "--master_port") + 1
+	python := len(cmd) > 1 && (cmd[0] == "python" || cmd[0] == "python3") && !strings.HasPrefix(cmd[1], "-")
+	if !python {
+		// Before the job's own args: a "--" among them ends torchrun's
+		// options.
+		argv = append(argv, "--no_python")
 	}
-	return append(append(argv, "--no-python"), cmd...)
+	argv = append(argv, n.Spec.TorchrunArgs...)
+	if python {
+		return append(argv, cmd[1:]...), port
+	}
+	return append(argv, cmd...), port
 }
 
 // quoteAll quotes every word for sh.

@@ -47,7 +47,7 @@ func Script(n Node) string {
 		w("cd %s 2>/dev/null || gpulayer_fail workdir %s\n", ssh.Quote(n.Spec.Workdir),
 			ssh.Quote("workdir "+n.Spec.Workdir+" does not exist or cannot be entered"))
 	}
-	argv := Argv(n)
+	argv, portAt := argvWithPort(n)
 	w("command -v setsid >/dev/null 2>&1 || gpulayer_fail setsid 'setsid(1) is not installed (Debian and Ubuntu: util-linux)'\n")
 	w("command -v %s >/dev/null 2>&1 || gpulayer_fail command_not_found %s\n", ssh.Quote(argv[0]),
 		ssh.Quote("command not found: "+argv[0]))
@@ -74,7 +74,7 @@ func Script(n Node) string {
 	// when it left the session and scrubbed its environment. Python's
 	// locale coercion is turned off for that one exec (it would add
 	// LC_CTYPE to the job's environment) unless the job sets it itself.
-	leader := ssh.Quote(leaderScript) + " gpulayer-node " + quoteArgv(argv, port)
+	leader := ssh.Quote(leaderScript) + " gpulayer-node " + quoteArgv(argv, portAt, port)
 	var start strings.Builder
 	sw := func(format string, args ...any) { fmt.Fprintf(&start, format, args...) }
 	sw("if command -v python3 >/dev/null 2>&1; then\n")
@@ -179,13 +179,14 @@ func orDash(s string) string {
 	return s
 }
 
-// quoteArgv quotes the program and arguments for sh, except the value of
-// torchrun's --master-port, which is the shell variable the script set.
-func quoteArgv(argv []string, port string) string {
+// quoteArgv quotes the program and arguments for sh, except argv[portAt]
+// (torchrun's --master_port value; -1 for none), which is port: the shell
+// variable the script set.
+func quoteArgv(argv []string, portAt int, port string) string {
 	q := make([]string, len(argv))
 	for i, a := range argv {
 		q[i] = ssh.Quote(a)
-		if i > 0 && argv[i-1] == "--master-port" && argv[0] == "torchrun" {
+		if i == portAt {
 			q[i] = portWord(port)
 		}
 	}

@@ -146,6 +146,7 @@ func TestLaunchStartsDetachedWithTheNodesEnvironment(t *testing.T) {
 		hostile := []string{`it's`, `$(touch pwned)`, "`touch pwned`", "two\nlines", "ünïcødé ✓", `"quoted"`, `a;b|c&d`, `*`}
 		n := node(append([]string{"sh", "-c", `printf '%s\n' "$@" > args.txt; env > env.txt; exec sleep 30`, "sh"}, hostile...)...)
 		n.Spec.Env["HOSTILE"] = `$(touch pwned) 'x' "y"` + "\n`z`"
+		n.Spec.Env["NCCL_ASYNC_ERROR_HANDLING"] = "0" // the job's value wins over the default
 		n.Spec.Workdir = home
 		out := runScriptIn(t, sh, home, Script(n))
 		started, err := ParseStarted(out)
@@ -184,6 +185,7 @@ func TestLaunchStartsDetachedWithTheNodesEnvironment(t *testing.T) {
 			"NPROC_PER_NODE": "2", "WORLD_SIZE": "4", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500",
 			"CUDA_VISIBLE_DEVICES": "GPU-aaa,GPU-bbb", "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "NCCL_DEBUG": "INFO",
 			"HOSTILE": n.Spec.Env["HOSTILE"], "GPULAYER_NODE_ID": "r0123456789abcdef/1",
+			"PYTHONUNBUFFERED": "1", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1", "NCCL_ASYNC_ERROR_HANDLING": "0",
 		}
 		for k, v := range want {
 			if env[k] != v {
@@ -373,18 +375,71 @@ func withMarker(marker string) []int {
 	return out
 }
 
+// TestArgvWrapsTorchrun pins torchrun's command line: the underscore
+// spellings torch 1.x takes (it refuses --nproc-per-node), no restarts,
+// the job's torchrun args after gpulayer's options and before the script,
+// and --no_python before the job's args (a "--" among them ends
+// torchrun's options).
 func TestArgvWrapsTorchrun(t *testing.T) {
 	n := node("python", "train.py", "--epochs", "3")
 	n.Spec.Launcher = "torchrun"
-	want := []string{"torchrun", "--nnodes", "2", "--nproc-per-node", "2", "--node-rank", "1",
-		"--master-addr", "10.0.0.1", "--master-port", "29500", "train.py", "--epochs", "3"}
+	n.Spec.TorchrunArgs = []string{"--redirects", "1", "--tee", "1"}
+	want := []string{"torchrun", "--nnodes", "2", "--nproc_per_node", "2", "--node_rank", "1",
+		"--master_addr", "10.0.0.1", "--master_port", "29500", "--max_restarts", "0",
+		"--redirects", "1", "--tee", "1", "train.py", "--epochs", "3"}
 	if got := Argv(n); !slices.Equal(got, want) {
 		t.Errorf("argv %q, want %q", got, want)
 	}
 	n.Spec.Command = []string{"./run.sh", "x"}
-	if got := Argv(n); !slices.Contains(got, "--no-python") || got[len(got)-2] != "./run.sh" {
-		t.Errorf("argv %q: a non-python program needs --no-python", got)
+	want = append(append(slices.Clone(want[:13]), "--no_python", "--redirects", "1", "--tee", "1"), "./run.sh", "x")
+	if got := Argv(n); !slices.Equal(got, want) {
+		t.Errorf("argv %q, want %q: a non-python program needs --no_python", got, want)
 	}
+	n.Spec.Launcher, n.Spec.Command = "plain", []string{"python", "train.py"}
+	if got := Argv(n); !slices.Equal(got, []string{"python", "train.py"}) {
+		t.Errorf("plain argv %q: the torchrun args of a plain job are not used", got)
+	}
+}
+
+// TestTorchrunGetsThePortNodeZeroPicked: on node 0 of a job without
+// master_port, torchrun's --master_port is the port the script picked
+// (the first is taken here), and an argument of the command that happens
+// to follow its own "--master_port" is passed as written.
+func TestTorchrunGetsThePortNodeZeroPicked(t *testing.T) {
+	eachShell(t, func(t *testing.T, sh shell) {
+		home, bin := t.TempDir(), t.TempDir()
+		// A torchrun that records its arguments.
+		fake := "#!/bin/sh\nprintf '%s\\n' \"$@\" >\"$HOME/torchrun-args\"\n"
+		if err := os.WriteFile(filepath.Join(bin, "torchrun"), []byte(fake), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+		n := node("python", "train.py", "--master_port", "1")
+		n.Spec.Launcher = "torchrun"
+		n.Rank, n.PickPort, n.MasterPort = 0, true, DefaultPort("train")
+		l, err := listenTCP(n.MasterPort)
+		if err != nil {
+			t.Skipf("port %d: %v", n.MasterPort, err)
+		}
+		defer l.Close()
+		out := runScriptIn(t, sh, home, Script(n))
+		started, err := ParseStarted(out)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		defer syscall.Kill(-started.PID, syscall.SIGKILL)
+		var args []string
+		waitFor(t, "torchrun's arguments", func() bool {
+			b, _ := os.ReadFile(filepath.Join(home, "torchrun-args"))
+			args = strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+			return len(args) > 2
+		})
+		want := []string{"--nnodes", "2", "--nproc_per_node", "2", "--node_rank", "0", "--master_addr", "10.0.0.1",
+			"--master_port", strconv.Itoa(n.MasterPort + 1), "--max_restarts", "0", "train.py", "--master_port", "1"}
+		if !slices.Equal(args, want) || started.MasterPort != n.MasterPort+1 {
+			t.Errorf("torchrun got %q (port %d reported), want %q", args, started.MasterPort, want)
+		}
+	})
 }
 
 // TestEnvAndArgvOfACPUOnlyNode: a node of a job with gpus_per_node = 0
@@ -407,7 +462,7 @@ func TestEnvAndArgvOfACPUOnlyNode(t *testing.T) {
 		t.Errorf("CUDA_VISIBLE_DEVICES=%q (set: %v), want set and empty", v, ok)
 	}
 	n.Spec.Launcher = "torchrun"
-	if got := Argv(n); !slices.Equal(got[:5], []string{"torchrun", "--nnodes", "2", "--nproc-per-node", "1"}) {
+	if got := Argv(n); !slices.Equal(got[:5], []string{"torchrun", "--nnodes", "2", "--nproc_per_node", "1"}) {
 		t.Errorf("argv %q, want one process per node", got)
 	}
 }

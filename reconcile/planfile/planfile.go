@@ -313,8 +313,10 @@ func Decode(name string, data []byte) (*File, error) {
 // have produced: a job, host or fleet name that is not a valid name (an
 // edited plan naming a job "../../x" would make a run directory outside
 // ~/.gpulayer/runs on the machine), a run id that is not one, an
-// environment variable name sh cannot export. The rules are the
-// configuration's own (config.ValidName, config.EnvNameProblem).
+// environment variable name sh cannot export, a torchrun argument that
+// would change the rendezvous gpulayer sets up. The rules are the
+// configuration's own (config.ValidName, config.EnvNameProblem,
+// config.TorchrunArgProblem).
 func (f *File) check(name string) error {
 	bad := func(what, value string) error {
 		return fmt.Errorf("%s is not a plan gpulayer made: %s %q is not a valid name (up to 63 letters, digits, '.', '_' and '-', starting with a letter or digit)", name, what, value)
@@ -367,6 +369,11 @@ func (f *File) check(name string) error {
 		for k := range j.Spec.Env {
 			if summary, reason := config.EnvNameProblem(k); summary != "" {
 				return fmt.Errorf("%s is not a plan gpulayer made: job %q: environment variable %q: %s", name, j.Name, k, reason)
+			}
+		}
+		for _, a := range j.Spec.TorchrunArgs {
+			if why := config.TorchrunArgProblem(a); why != "" {
+				return fmt.Errorf("%s is not a plan gpulayer made: job %q: torchrun argument %q: %s", name, j.Name, a, why)
 			}
 		}
 	}

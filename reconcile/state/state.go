@@ -321,7 +321,10 @@ type JobSpec struct {
 	Nodes       int               `json:"nodes"`
 	GPUsPerNode int               `json:"gpus_per_node"`
 	MasterPort  int               `json:"master_port,omitempty"`
-	Policy      PolicySpec        `json:"policy"`
+	// TorchrunArgs are the job's torchrun block's args: launcher options
+	// placed before the script (a job of the plain launcher has none).
+	TorchrunArgs []string   `json:"torchrun_args,omitempty"`
+	Policy       PolicySpec `json:"policy"`
 	// StopTimeout is how long stop waits between SIGTERM and SIGKILL. It
 	// is not part of the hash: changing it needs no relaunch.
 	StopTimeout Duration `json:"stop_timeout"`
@@ -371,22 +374,35 @@ const (
 	FieldGPUsPerNode = "gpus_per_node"
 	FieldMasterPort  = "master_port"
 	FieldPolicy      = "policy"
+	// FieldTorchrunArgs is the args attribute of the job's torchrun block.
+	FieldTorchrunArgs = "torchrun.args"
 )
+
+// hashedField is one field the hash covers. A field added after the
+// first version is hashed only when set (sinceFirst), so that a spec
+// which does not use it hashes as it did before the field existed, and
+// upgrading gpulayer replaces no running job.
+type hashedField struct {
+	name       string
+	value      any
+	sinceFirst bool
+}
 
 // hashed is the part of a JobSpec that the hash covers, field by field, in
 // a fixed order.
-func (s JobSpec) hashed() [][2]any {
+func (s JobSpec) hashed() []hashedField {
 	p := s.Policy
 	p.Name = "" // renaming a policy with the same rules changes nothing
-	return [][2]any{
-		{FieldCommand, s.Command},
-		{FieldEnv, s.Env},
-		{FieldWorkdir, s.Workdir},
-		{FieldLauncher, s.Launcher},
-		{FieldNodes, s.Nodes},
-		{FieldGPUsPerNode, s.GPUsPerNode},
-		{FieldMasterPort, s.MasterPort},
-		{FieldPolicy, p},
+	return []hashedField{
+		{FieldCommand, s.Command, false},
+		{FieldEnv, s.Env, false},
+		{FieldWorkdir, s.Workdir, false},
+		{FieldLauncher, s.Launcher, false},
+		{FieldNodes, s.Nodes, false},
+		{FieldGPUsPerNode, s.GPUsPerNode, false},
+		{FieldMasterPort, s.MasterPort, false},
+		{FieldPolicy, p, false},
+		{FieldTorchrunArgs, s.TorchrunArgs, true},
 	}
 }
 
@@ -396,8 +412,11 @@ func (s JobSpec) hashed() [][2]any {
 func (s JobSpec) Hash() string {
 	h := sha256.New()
 	for _, f := range s.hashed() {
-		b, _ := json.Marshal(normalize(f[1]))
-		h.Write([]byte(f[0].(string)))
+		if f.sinceFirst && isEmpty(f.value) {
+			continue
+		}
+		b, _ := json.Marshal(normalize(f.value))
+		h.Write([]byte(f.name))
 		h.Write([]byte{0})
 		h.Write(b)
 		h.Write([]byte{0})
@@ -411,13 +430,19 @@ func ChangedFields(old, new JobSpec) []string {
 	a, b := old.hashed(), new.hashed()
 	var out []string
 	for i := range a {
-		x, _ := json.Marshal(normalize(a[i][1]))
-		y, _ := json.Marshal(normalize(b[i][1]))
+		x, _ := json.Marshal(normalize(a[i].value))
+		y, _ := json.Marshal(normalize(b[i].value))
 		if string(x) != string(y) {
-			out = append(out, a[i][0].(string))
+			out = append(out, a[i].name)
 		}
 	}
 	return out
+}
+
+// isEmpty reports whether a field added since the first version is unset.
+func isEmpty(v any) bool {
+	s, ok := v.([]string)
+	return ok && len(s) == 0
 }
 
 // normalize makes nil and empty slices and maps hash alike.
