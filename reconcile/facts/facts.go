@@ -142,10 +142,10 @@ type PID struct {
 	// whose job has a stall_timeout, the seconds since its node's log and
 	// heartbeat file last changed (the machine's clock); nil when the
 	// file is not there or the probe was not asked.
-	LogAgeSeconds       *int64 `json:"log_age_seconds,omitempty"`
+	LogAgeSeconds *int64 `json:"log_age_seconds,omitempty"`
 	// EndedAgoSeconds is, for an ended process, how long ago its exit
 	// file was written (the machine's clock): when it ended.
-	EndedAgoSeconds *int64 `json:"ended_ago_seconds,omitempty"`
+	EndedAgoSeconds     *int64 `json:"ended_ago_seconds,omitempty"`
 	HeartbeatAgeSeconds *int64 `json:"heartbeat_age_seconds,omitempty"`
 }
 
