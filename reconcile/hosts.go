@@ -34,11 +34,15 @@ func hostsOf(cfg *config.Config, doc *facts.Document) (map[string]*host, []strin
 	byName := map[string]*host{}
 	matrices := map[string]*topology.Matrix{}
 	var names []string
+	var index map[string]*facts.Host
+	if doc != nil {
+		index = doc.Index()
+	}
 	for _, f := range cfg.Fleets {
 		for _, ch := range f.Hosts {
 			h := &host{cfg: ch, fleet: f}
 			if doc != nil {
-				h.facts = doc.Find(ch.Name)
+				h.facts = index[ch.Name]
 			}
 			switch {
 			case h.facts == nil:

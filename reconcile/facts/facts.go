@@ -156,6 +156,18 @@ const (
 )
 
 // Find returns the host named name, or nil.
+// Index maps each host's name to its facts (the first of a name): a plan of
+// thousands of hosts looks each up once, not by a search of them all.
+func (d *Document) Index() map[string]*Host {
+	out := make(map[string]*Host, len(d.Hosts))
+	for i := range d.Hosts {
+		if _, dup := out[d.Hosts[i].Name]; !dup {
+			out[d.Hosts[i].Name] = &d.Hosts[i]
+		}
+	}
+	return out
+}
+
 func (d *Document) Find(name string) *Host {
 	for i := range d.Hosts {
 		if d.Hosts[i].Name == name {
