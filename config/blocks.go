@@ -70,7 +70,8 @@ var jobSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 	{Name: "command", Required: true}, {Name: "env"}, {Name: "workdir"},
 	{Name: "labels"}, {Name: "launcher"}, {Name: "stop_timeout"}, {Name: "master_port"},
 	{Name: "kind"}, {Name: "completion_grace"}, {Name: "deadline"}, {Name: "stall_timeout"},
-}, Blocks: []hcl.BlockHeaderSchema{{Type: "restart"}}}
+	{Name: "setup"}, {Name: "setup_timeout"},
+}, Blocks: []hcl.BlockHeaderSchema{{Type: "restart"}, {Type: "code"}}}
 
 var restartSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 	{Name: "attempts"}, {Name: "on_lost"}, {Name: "retry_exit_codes"}, {Name: "fail_exit_codes"},
@@ -477,7 +478,8 @@ func (l *loader) jobs(blocks hcl.Blocks) {
 		d.duration(a, "completion_grace", &j.CompletionGrace)
 		d.duration(a, "deadline", &j.Deadline)
 		d.duration(a, "stall_timeout", &j.StallTimeout)
-		j.Restart = l.restart(d, j.Kind, content.Blocks)
+		j.Restart = l.restart(d, j.Kind, content.Blocks.OfType("restart"))
+		l.codeAndSetup(d, j, a, content.Blocks)
 		l.cfg.Jobs = append(l.cfg.Jobs, j)
 	}
 	l.add(d.diags...)

@@ -220,7 +220,13 @@ type Job struct {
 	CompletionGrace time.Duration
 	Deadline        time.Duration
 	StallTimeout    time.Duration
-	DeclRange       hcl.Range
+	// Code is the job's code block, nil when it has none; Setup the
+	// script run on each machine before the command, bounded by
+	// SetupTimeout.
+	Code         *Code
+	Setup        string
+	SetupTimeout time.Duration
+	DeclRange    hcl.Range
 
 	policyRange hcl.Range
 }

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpulayer/gpulayer/internal/codetree"
 	"github.com/gpulayer/gpulayer/reconcile"
 	"github.com/gpulayer/gpulayer/reconcile/facts"
 	"github.com/gpulayer/gpulayer/reconcile/launch"
@@ -90,7 +91,10 @@ type Executor struct {
 	// Fleets are the fleets of created machines by name, with their
 	// providers: what creates and deletes the plan's machines.
 	Fleets map[string]Fleet
-	Opts   Options
+	// Code are the code directories of the jobs with a code block, by
+	// name: what is sent to their machines before they start.
+	Code map[string]*codetree.Tree
+	Opts Options
 }
 
 // Result says what an apply did.

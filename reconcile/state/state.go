@@ -329,6 +329,30 @@ type JobSpec struct {
 	// hash either: it decides what happens when the run ends, not how it
 	// runs.
 	Lifecycle LifecycleSpec `json:"lifecycle"`
+	// Code is the job's code as plan read it; nil for a job without a
+	// code block. Only its hash is part of the job's hash.
+	Code *CodeSpec `json:"code,omitempty"`
+	// Setup is the script run on each machine before the command (in the
+	// hash); SetupTimeout bounds it (not in the hash).
+	Setup        string   `json:"setup,omitempty"`
+	SetupTimeout Duration `json:"setup_timeout,omitempty"`
+}
+
+// CodeSpec is a job's code directory as the plan hashed it.
+type CodeSpec struct {
+	// Source is the local directory, absolute; Exclude and MaxSize how it
+	// was read: what apply reads again to send it.
+	Source  string   `json:"source"`
+	Exclude []string `json:"exclude,omitempty"`
+	MaxSize int64    `json:"max_size"`
+	// Hash is the hex sha256 of the tree (codetree.Tree.Hash): the name
+	// of its directory on the machines.
+	Hash  string `json:"hash"`
+	Files int    `json:"files"`
+	Size  int64  `json:"size"`
+	// Manifest is each file's path and short hash, what a later plan
+	// counts added, changed and removed files by.
+	Manifest map[string]string `json:"manifest,omitempty"`
 }
 
 // LifecycleSpec is what decides a job's run's end (docs/lifecycle.md).
@@ -371,6 +395,8 @@ const (
 	FieldGPUsPerNode = "gpus_per_node"
 	FieldMasterPort  = "master_port"
 	FieldPolicy      = "policy"
+	FieldCode        = "code"
+	FieldSetup       = "setup"
 )
 
 // hashed is the part of a JobSpec that the hash covers, field by field, in
@@ -387,7 +413,17 @@ func (s JobSpec) hashed() [][2]any {
 		{FieldGPUsPerNode, s.GPUsPerNode},
 		{FieldMasterPort, s.MasterPort},
 		{FieldPolicy, p},
+		{FieldCode, s.CodeHash()},
+		{FieldSetup, s.Setup},
 	}
+}
+
+// CodeHash is the hash of the job's code, "" without a code block.
+func (s JobSpec) CodeHash() string {
+	if s.Code == nil {
+		return ""
+	}
+	return s.Code.Hash
 }
 
 // Hash is "sha256:" and the hex digest of the spec's launch-relevant
@@ -396,6 +432,11 @@ func (s JobSpec) hashed() [][2]any {
 func (s JobSpec) Hash() string {
 	h := sha256.New()
 	for _, f := range s.hashed() {
+		if v, ok := f[1].(string); ok && v == "" && (f[0] == FieldCode || f[0] == FieldSetup) {
+			// Unset, they leave the hash of a job as it was before
+			// they existed: no relaunch on an upgrade.
+			continue
+		}
 		b, _ := json.Marshal(normalize(f[1]))
 		h.Write([]byte(f[0].(string)))
 		h.Write([]byte{0})
