@@ -72,6 +72,11 @@ const (
 	StepStarted  = "started"
 	StepRunning  = "running" // confirmed after ConfirmAfter
 	StepFailed   = "failed"
+	// Before any node starts: its code sent, its setup run.
+	StepUploading = "uploading"
+	StepUploaded  = "uploaded"
+	StepSetup     = "setup"
+	StepSetupDone = "setup done"
 )
 
 // Job is what apply needs of a job it launches.

@@ -105,6 +105,11 @@ func Env(n Node) []Var {
 		"CUDA_DEVICE_ORDER":    "PCI_BUS_ID",
 		"CUDA_VISIBLE_DEVICES": visibleDevices(n),
 	}
+	if n.Spec.Code != nil {
+		// The script knows the directory's full path only on the machine
+		// ($HOME): see envValue.
+		own["GPULAYER_CODE_DIR"] = CodeDir(n.Job, n.Spec.Code.Hash)
+	}
 	var out []Var
 	for _, k := range slices.Sorted(maps.Keys(n.Spec.Env)) {
 		if _, ours := own[k]; !ours {
