@@ -144,7 +144,8 @@ func SetupScript(n Node) string {
 	w("fi\n")
 	w("gpulayer_status=$?\n")
 	w("if [ \"$gpulayer_status\" -eq 0 ]; then\n")
-	w("\tmkdir -p %s && : >%s\n", ssh.Quote(SetupRoot+"/"+n.Job), marker)
+	// In the working directory now: the marker's path is the home's.
+	w("\tmkdir -p \"$HOME\"/%s && : >\"$HOME\"/%s\n", ssh.Quote(SetupRoot+"/"+n.Job), marker)
 	w("\techo gpulayer-setup:ok\n")
 	w("\texit 0\n")
 	w("fi\n")
