@@ -71,8 +71,9 @@ var jobSchema = &hcl.BodySchema{
 		{Name: "command", Required: true}, {Name: "env"}, {Name: "workdir"},
 		{Name: "labels"}, {Name: "launcher"}, {Name: "stop_timeout"}, {Name: "master_port"},
 		{Name: "kind"}, {Name: "completion_grace"}, {Name: "deadline"}, {Name: "stall_timeout"},
+		{Name: "setup"}, {Name: "setup_timeout"},
 	},
-	Blocks: []hcl.BlockHeaderSchema{{Type: "torchrun"}, {Type: "restart"}},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "torchrun"}, {Type: "restart"}, {Type: "code"}},
 }
 
 var restartSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
@@ -483,6 +484,7 @@ func (l *loader) jobs(blocks hcl.Blocks) {
 		blocksOf := content.Blocks.ByType()
 		j.Restart = l.restart(d, j.Kind, blocksOf["restart"])
 		l.torchrunBlocks(d, j, blocksOf["torchrun"], a["launcher"])
+		l.codeAndSetup(d, j, a, content.Blocks)
 		l.cfg.Jobs = append(l.cfg.Jobs, j)
 	}
 	l.add(d.diags...)

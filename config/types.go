@@ -223,6 +223,12 @@ type Job struct {
 	// TorchrunArgs are the args of the job's torchrun block: launcher
 	// options placed before the script, none of those gpulayer sets.
 	TorchrunArgs []string
+	// Code is the job's code block, nil when it has none; Setup the
+	// script run on each machine before the command, bounded by
+	// SetupTimeout.
+	Code         *Code
+	Setup        string
+	SetupTimeout time.Duration
 	DeclRange    hcl.Range
 
 	policyRange hcl.Range

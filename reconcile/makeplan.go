@@ -42,6 +42,9 @@ type Input struct {
 	// Now is the time the lifecycle pass decides by (restart delays,
 	// lost_after, completion_grace, deadlines); zero means time.Now().
 	Now time.Time
+	// Code is each job's code directory as read now (jobs with a code
+	// block), by job name.
+	Code map[string]*state.CodeSpec
 }
 
 // MakePlan compares the configuration with state and facts and returns
@@ -175,7 +178,7 @@ func (pl *planner) classify() {
 	for _, name := range names {
 		v := &verdict{name: name, cfg: cfgJobs[name], prior: pl.st.Job(name)}
 		if v.cfg != nil {
-			v.spec = JobSpec(v.cfg)
+			v.spec = JobSpec(v.cfg, pl.in.Code[name])
 		} else {
 			v.spec = v.prior.Spec
 		}
@@ -220,11 +223,26 @@ func (pl *planner) checkPrior(v *verdict) {
 	if v.cfg != nil {
 		if hash := v.spec.Hash(); hash != j.ConfigHash {
 			fields := state.ChangedFields(j.Spec, v.spec)
-			msg := "changed: " + strings.Join(fields, ", ")
-			if len(fields) == 0 {
-				msg = "the configuration hash differs from the recorded one"
+			var own []Reason
+			fields = slices.DeleteFunc(fields, func(f string) bool {
+				switch f {
+				case state.FieldCode:
+					own = append(own, codeChanged(j.Spec.Code, v.spec.Code))
+				case state.FieldSetup:
+					own = append(own, Reason{Code: ReasonSetupChanged, Message: setupWords(j.Spec.Setup, v.spec.Setup)})
+				default:
+					return false
+				}
+				return true
+			})
+			if len(fields) > 0 || len(own) == 0 {
+				msg := "changed: " + strings.Join(fields, ", ")
+				if len(fields) == 0 {
+					msg = "the configuration hash differs from the recorded one"
+				}
+				reasons = append(reasons, Reason{Code: ReasonConfigChanged, Message: msg, Fields: fields})
 			}
-			reasons = append(reasons, Reason{Code: ReasonConfigChanged, Message: msg, Fields: fields})
+			reasons = append(reasons, own...)
 		}
 	}
 	if j.Status != state.JobRunning {

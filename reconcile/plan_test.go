@@ -137,7 +137,7 @@ func running(t *testing.T, st *state.State, doc *facts.Document, cfg *config.Con
 	var spec state.JobSpec
 	for _, j := range cfg.Jobs {
 		if j.Name == job {
-			spec = reconcile.JobSpec(j)
+			spec = reconcile.JobSpec(j, nil)
 		}
 	}
 	j := state.Job{Name: job, Spec: spec, ConfigHash: spec.Hash(), Status: state.JobRunning, RunID: runID,

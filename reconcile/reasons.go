@@ -11,6 +11,11 @@ const (
 	// ReasonConfigChanged: fields of the job's effective configuration
 	// differ from what it was launched with (Fields names them).
 	ReasonConfigChanged ReasonCode = "config_changed"
+	// ReasonCodeChanged: the job's code directory hashes differently from
+	// the one it was launched with (Files counts what changed).
+	ReasonCodeChanged ReasonCode = "code_changed"
+	// ReasonSetupChanged: the job's setup script differs.
+	ReasonSetupChanged ReasonCode = "setup_changed"
 	// ReasonLaunchIncomplete: an apply stopped before every node was
 	// started (interrupted, or a node failed to start).
 	ReasonLaunchIncomplete ReasonCode = "launch_incomplete"
@@ -86,6 +91,8 @@ var ReasonCodes = []struct {
 }{
 	{ReasonNewJob, "the job is configured and not running"},
 	{ReasonConfigChanged, "the job's configuration changed"},
+	{ReasonCodeChanged, "the job's code changed"},
+	{ReasonSetupChanged, "the job's setup script changed"},
 	{ReasonLaunchIncomplete, "an earlier apply did not start every node"},
 	{ReasonHostRemoved, "a node's host is no longer declared"},
 	{ReasonAddressChanged, "a node's host is declared at another address"},
@@ -134,4 +141,13 @@ type Reason struct {
 	ExitStatus *int `json:"exit_status,omitempty"`
 	// LogTail is the last lines of an exited node's log.
 	LogTail []string `json:"log_tail,omitempty"`
+	// Files counts the files of a code_changed reason.
+	Files *FileCounts `json:"files,omitempty"`
+}
+
+// FileCounts are the files a job's new code added, changed and removed.
+type FileCounts struct {
+	Added   int `json:"added"`
+	Changed int `json:"changed"`
+	Removed int `json:"removed"`
 }

@@ -1,10 +1,12 @@
 package reconcile
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 
 	"github.com/gpulayer/gpulayer/config"
+	"github.com/gpulayer/gpulayer/internal/codetree"
 	"github.com/gpulayer/gpulayer/reconcile/state"
 	"github.com/gpulayer/gpulayer/topology"
 )
@@ -13,13 +15,18 @@ import (
 // it: the policy resolved (the default one when the job names none),
 // copies of its slices and maps, torchrun args only for a job torchrun
 // starts (a plain job's are not used, so changing them replaces nothing).
-func JobSpec(j *config.Job) state.JobSpec {
+// code is its code directory as plan read it (nil for a job without a
+// code block).
+func JobSpec(j *config.Job, code *state.CodeSpec) state.JobSpec {
 	p := j.EffectivePolicy()
 	var torchrunArgs []string
 	if j.Launcher == config.LauncherTorchrun {
 		torchrunArgs = slices.Clone(j.TorchrunArgs)
 	}
 	return state.JobSpec{
+		Code:         code,
+		Setup:        j.Setup,
+		SetupTimeout: state.Duration(j.SetupTimeout),
 		Command:      slices.Clone(j.Command),
 		Env:          maps.Clone(j.Env),
 		Workdir:      j.Workdir,
@@ -65,4 +72,39 @@ func Policy(p state.PolicySpec) topology.Policy {
 		Regions:         p.Regions,
 		Labels:          p.Labels,
 	}
+}
+
+// codeChanged is the code_changed reason of a job whose code differs
+// from what it was launched with, with the files added, changed and
+// removed when both manifests are known.
+func codeChanged(old, new *state.CodeSpec) Reason {
+	r := Reason{Code: ReasonCodeChanged}
+	switch {
+	case old == nil:
+		r.Message = "the job now has a code block"
+	case new == nil:
+		r.Message = "the job no longer has a code block"
+	default:
+		a, c, d := codetree.Diff(old.Manifest, new.Manifest)
+		r.Files = &FileCounts{Added: a, Changed: c, Removed: d}
+		r.Message = fmt.Sprintf("%d %s added, %d changed, %d removed", a, plural(a, "file", "files"), c, d)
+	}
+	return r
+}
+
+func setupWords(old, new string) string {
+	switch {
+	case old == "":
+		return "the job now has a setup script"
+	case new == "":
+		return "the job no longer has a setup script"
+	}
+	return "the setup script changed"
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/gpulayer/gpulayer/reconcile/facts"
+	"github.com/gpulayer/gpulayer/reconcile/state"
 	"github.com/gpulayer/gpulayer/topology"
 )
 
@@ -122,4 +123,14 @@ func sameLinks(a, b *topology.Matrix) bool {
 		}
 	}
 	return true
+}
+
+// StaleCode says why a saved plan of job is stale when its code directory
+// now hashes to hash, not to what the plan read (code): it would send code
+// the plan did not show.
+func StaleCode(job string, code *state.CodeSpec, hash string) []string {
+	if code == nil || code.Hash == hash {
+		return nil
+	}
+	return []string{fmt.Sprintf("the code of job %q (%s) changed since the plan was made", job, code.Source)}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpulayer/gpulayer/config"
+	"github.com/gpulayer/gpulayer/internal/codetree"
 	"github.com/gpulayer/gpulayer/internal/iostreams"
 	"github.com/gpulayer/gpulayer/providers"
 	"github.com/gpulayer/gpulayer/reconcile"
@@ -144,10 +145,11 @@ func applyRun(opts *applyOptions) error {
 	}
 	specs := map[string]state.JobSpec{}
 	for _, j := range made.cfg.Jobs {
-		specs[j.Name] = reconcile.JobSpec(j)
+		specs[j.Name] = reconcile.JobSpec(j, made.code[j.Name])
 	}
 	return execute(ctx, io, opts, execution{
 		backend: backend, st: made.state, plan: made.plan, facts: made.facts, targets: targets, specs: specs,
+		code: made.code, trees: made.trees,
 		cfg: made.cfg, provider: made.provider, fleets: executorFleets(made.provider, made.cfg, made.state),
 	})
 }
@@ -250,7 +252,16 @@ func applySaved(ctx context.Context, opts *applyOptions) error {
 	for _, j := range f.Config.Jobs {
 		specs[j.Name] = j.Spec
 	}
-	ex := execution{backend: backend, st: st, plan: f.Plan, facts: f.Facts, targets: targets, specs: specs}
+	// The code is read again: a tree that changed since the plan would
+	// send what the plan did not show.
+	trees, stale, err := readSpecCode(launchedSpecs(f.Plan, specs))
+	if err != nil {
+		return &exitError{code: 1, err: fmt.Errorf("saved plan cannot be applied: %w", err)}
+	}
+	if len(stale) > 0 {
+		return &exitError{code: 1, err: fmt.Errorf("saved plan is stale: %s; make a new plan", strings.Join(stale, "; "))}
+	}
+	ex := execution{backend: backend, st: st, plan: f.Plan, facts: f.Facts, targets: targets, specs: specs, trees: trees}
 	if len(f.Config.Fleets) > 0 || len(st.Machines) > 0 {
 		if ex.provider, err = openProvider(ctx); err != nil {
 			return err
@@ -259,6 +270,18 @@ func applySaved(ctx context.Context, opts *applyOptions) error {
 		ex.fleets = executorFleets(ex.provider, f.FleetConfig(), st)
 	}
 	return execute(ctx, io, opts, ex)
+}
+
+// launchedSpecs are the specs of the jobs the plan launches: only their
+// code is read again.
+func launchedSpecs(p *reconcile.Plan, specs map[string]state.JobSpec) map[string]state.JobSpec {
+	out := map[string]state.JobSpec{}
+	for _, c := range p.Jobs {
+		if s, ok := specs[c.Job]; ok && (c.Action == reconcile.ActionCreate || c.Action == reconcile.ActionReplace) {
+			out[c.Job] = s
+		}
+	}
+	return out
 }
 
 func lineageNote(planned, now string) string {
@@ -292,6 +315,10 @@ type execution struct {
 	facts   *facts.Document
 	targets map[string]ssh.Target
 	specs   map[string]state.JobSpec
+	// code and trees are the jobs' code directories: what a later plan
+	// of jobs waiting for machines compares, and what apply sends.
+	code  map[string]*state.CodeSpec
+	trees map[string]*codetree.Tree
 	// cfg is the configuration the plan was made from, with its created
 	// machines; nil for a saved plan, whose jobs that wait for new
 	// machines are placed by the next plan.
@@ -308,7 +335,7 @@ func execute(ctx context.Context, io *iostreams.IOStreams, opts *applyOptions, x
 	defer pool.Close()
 	fmt.Fprintln(io.Out)
 	ex := &apply.Executor{
-		Runner: pool, Backend: x.backend, Targets: x.targets, Specs: x.specs, Fleets: x.fleets,
+		Runner: pool, Backend: x.backend, Targets: x.targets, Specs: x.specs, Fleets: x.fleets, Code: x.trees,
 		Opts: apply.Options{Parallelism: opts.nodeParallel, Progress: func(ev apply.Event) { writeEvent(io, ev) }},
 	}
 	res, err := ex.Apply(ctx, x.st, x.plan, x.facts)

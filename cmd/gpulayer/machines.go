@@ -234,7 +234,7 @@ func placeOnNewMachines(ctx context.Context, io *iostreams.IOStreams, opts *appl
 	doc := mergeFacts(x.facts, ready)
 	p := reconcile.MakePlan(reconcile.Input{
 		Config: cfg, State: st, Facts: doc, Targets: pending, Version: buildVersion(),
-		Refresh: reconcile.Refresh{Source: reconcile.RefreshProbe},
+		Refresh: reconcile.Refresh{Source: reconcile.RefreshProbe}, Code: x.code,
 	}).WithoutMachines()
 	fmt.Fprintln(io.Out)
 	if err := planview.Text(io.Out, p, planview.Options{Color: io.ColorEnabled()}); err != nil {
@@ -248,7 +248,7 @@ func placeOnNewMachines(ctx context.Context, io *iostreams.IOStreams, opts *appl
 		return nil, err
 	}
 	ex := &apply.Executor{
-		Runner: pool, Backend: x.backend, Targets: targets, Specs: x.specs,
+		Runner: pool, Backend: x.backend, Targets: targets, Specs: x.specs, Code: x.trees,
 		Opts: apply.Options{Parallelism: opts.nodeParallel, Progress: func(ev apply.Event) { writeEvent(io, ev) }},
 	}
 	fmt.Fprintln(io.Out)

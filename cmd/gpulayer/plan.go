@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpulayer/gpulayer/config"
+	"github.com/gpulayer/gpulayer/internal/codetree"
 	"github.com/gpulayer/gpulayer/internal/iostreams"
 	"github.com/gpulayer/gpulayer/providers"
 	"github.com/gpulayer/gpulayer/reconcile"
@@ -218,6 +219,10 @@ type madePlan struct {
 	// located says the listing reported physical topologies that state
 	// did not record; state holds them, not yet saved.
 	located bool
+	// code and trees are the jobs' code directories as the plan read
+	// them: what the plan compares, and what apply sends.
+	code  map[string]*state.CodeSpec
+	trees map[string]*codetree.Tree
 }
 
 // close releases what the plan holds open.
@@ -306,19 +311,24 @@ func makePlan(ctx context.Context, io *iostreams.IOStreams, in *planInputs, cfg 
 			return nil, err
 		}
 	}
+	code, trees, err := readCode(cfg.Jobs)
+	if err != nil && !destroy {
+		closeProvider(prov)
+		return nil, err
+	}
 	p := reconcile.MakePlan(reconcile.Input{
 		Config: cfg, State: st, Facts: doc, Refresh: refresh, Targets: targets, Version: buildVersion(), Destroy: destroy,
-		Listed: listed, Replace: replace, Now: time.Now(),
+		Listed: listed, Replace: replace, Now: time.Now(), Code: code,
 	})
 	statePath, remote := ws.record()
-	file, err := planfile.New(p, cfg, doc, absDir(in.dir), statePath)
+	file, err := planfile.New(p, cfg, doc, absDir(in.dir), statePath, code)
 	if err != nil {
 		closeProvider(prov)
 		return nil, err
 	}
 	file.Config.Backend = remote
 	file.Commit = gitCommit(ctx, in.dir)
-	return &madePlan{plan: p, file: file, cfg: cfg, state: st, facts: doc, provider: prov, located: located}, nil
+	return &madePlan{plan: p, file: file, cfg: cfg, state: st, facts: doc, provider: prov, located: located, code: code, trees: trees}, nil
 }
 
 // refreshProbeOptions are the probe's options, with progress on stderr when it

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpulayer/gpulayer/internal/codetree"
 	"github.com/gpulayer/gpulayer/reconcile"
 	"github.com/gpulayer/gpulayer/reconcile/facts"
 	"github.com/gpulayer/gpulayer/reconcile/launch"
@@ -71,6 +72,11 @@ const (
 	StepStarted  = "started"
 	StepRunning  = "running" // confirmed after ConfirmAfter
 	StepFailed   = "failed"
+	// Before any node starts: its code sent, its setup run.
+	StepUploading = "uploading"
+	StepUploaded  = "uploaded"
+	StepSetup     = "setup"
+	StepSetupDone = "setup done"
 )
 
 // Job is what apply needs of a job it launches.
@@ -90,7 +96,10 @@ type Executor struct {
 	// Fleets are the fleets of created machines by name, with their
 	// providers: what creates and deletes the plan's machines.
 	Fleets map[string]Fleet
-	Opts   Options
+	// Code are the code directories of the jobs with a code block, by
+	// name: what is sent to their machines before they start.
+	Code map[string]*codetree.Tree
+	Opts Options
 }
 
 // Result says what an apply did.

@@ -98,7 +98,7 @@ func (f *fleet) executor(cfg *config.Config) *apply.Executor {
 	}
 	specs := map[string]state.JobSpec{}
 	for _, j := range cfg.Jobs {
-		specs[j.Name] = reconcile.JobSpec(j)
+		specs[j.Name] = reconcile.JobSpec(j, nil)
 	}
 	return &apply.Executor{Runner: f.pool, Backend: f.st, Targets: targets, Specs: specs, Opts: apply.Options{ConfirmAfter: 200 * time.Millisecond}}
 }

@@ -123,6 +123,15 @@ func (r *run) launchJob(ctx context.Context, c reconcile.JobChange) {
 		return launch.Node{Job: c.Job, RunID: runID, Rank: n.Rank, Spec: spec, GPUs: n.GPUs, GPUUUIDs: n.GPUUUIDs,
 			MasterAddr: job.MasterAddr, MasterPort: job.MasterPort, PickPort: pick && rank == 0, Lineage: lineage}
 	}
+	// Code and setup first, on every machine: a node starts only once
+	// all are ready, so a failure here starts nothing anywhere.
+	if f := r.prepare(ctx, spec, job, nodeOf); f != nil {
+		if ctx.Err() != nil && f.Host == "-" {
+			return // interrupted: the job stays "launching", replaced by the next plan
+		}
+		r.stopFailed(ctx, job, f)
+		return
+	}
 	var failure *LaunchError
 	var mu sync.Mutex
 	start := func(rank int) {

@@ -109,7 +109,7 @@ job "solo" {
 		machines, _ := probe.Machines(cfg)
 		specs := map[string]state.JobSpec{}
 		for _, j := range cfg.Jobs {
-			specs[j.Name] = reconcile.JobSpec(j)
+			specs[j.Name] = reconcile.JobSpec(j, nil)
 		}
 		ex := &apply.Executor{Runner: pool, Backend: backend, Targets: map[string]ssh.Target{"sshd": machines[0].Target}, Specs: specs,
 			Opts: apply.Options{ConfirmAfter: 200 * time.Millisecond}}

@@ -119,6 +119,11 @@ func Env(n Node) []Var {
 		"CUDA_DEVICE_ORDER":    "PCI_BUS_ID",
 		"CUDA_VISIBLE_DEVICES": visibleDevices(n),
 	}
+	if n.Spec.Code != nil {
+		// The script knows the directory's full path only on the machine
+		// ($HOME): see envValue.
+		own["GPULAYER_CODE_DIR"] = CodeDir(n.Job, n.Spec.Code.Hash)
+	}
 	job := maps.Clone(Defaults)
 	maps.Copy(job, n.Spec.Env)
 	var out []Var

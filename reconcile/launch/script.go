@@ -43,10 +43,7 @@ func Script(n Node) string {
 	w("gpulayer_log=\"$HOME/$gpulayer_dir/node-%d.log\"\n", n.Rank)
 	w("gpulayer_exit=\"$HOME/$gpulayer_dir/node-%d.exit\"\n", n.Rank)
 	w("rm -f \"$gpulayer_exit\"\n")
-	if n.Spec.Workdir != "" {
-		w("cd %s 2>/dev/null || gpulayer_fail workdir %s\n", ssh.Quote(n.Spec.Workdir),
-			ssh.Quote("workdir "+n.Spec.Workdir+" does not exist or cannot be entered"))
-	}
+	w("%s", workdirScript(n))
 	argv, portAt := argvWithPort(n)
 	w("command -v setsid >/dev/null 2>&1 || gpulayer_fail setsid 'setsid(1) is not installed (Debian and Ubuntu: util-linux)'\n")
 	w("command -v %s >/dev/null 2>&1 || gpulayer_fail command_not_found %s\n", ssh.Quote(argv[0]),
@@ -59,11 +56,7 @@ func Script(n Node) string {
 		w("gpulayer_port=%d\n", n.MasterPort)
 	}
 	for _, v := range Env(n) {
-		value := ssh.Quote(v.Value)
-		if v.Name == "MASTER_PORT" {
-			value = "\"$gpulayer_port\""
-		}
-		w("export %s=%s\n", v.Name, value)
+		w("export %s=%s\n", v.Name, envValue(v))
 	}
 	w("export GPULAYER_EXIT_FILE=\"$gpulayer_exit\"\n")
 	w("export GPULAYER_HEARTBEAT_FILE=\"$HOME/$gpulayer_dir/node-%d.heartbeat\"\n", n.Rank)

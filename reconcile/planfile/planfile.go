@@ -145,8 +145,9 @@ type SSH struct {
 }
 
 // New makes the saved form of plan p made from cfg and doc. dir is the
-// configuration's absolute directory, statePath the state file's.
-func New(p *reconcile.Plan, cfg *config.Config, doc *facts.Document, dir, statePath string) (*File, error) {
+// configuration's absolute directory, statePath the state file's; code is
+// each job's code directory as the plan read it.
+func New(p *reconcile.Plan, cfg *config.Config, doc *facts.Document, dir, statePath string, code map[string]*state.CodeSpec) (*File, error) {
 	snap := Snapshot{Dir: dir, StatePath: statePath, Files: []SourceFile{}, Variables: []Variable{}, Jobs: []Job{}, Hosts: []Host{}}
 	names := make([]string, 0, len(cfg.Files))
 	for n := range cfg.Files {
@@ -168,7 +169,7 @@ func New(p *reconcile.Plan, cfg *config.Config, doc *facts.Document, dir, stateP
 		snap.Variables = append(snap.Variables, sv)
 	}
 	for _, j := range cfg.Jobs {
-		snap.Jobs = append(snap.Jobs, Job{Name: j.Name, Spec: reconcile.JobSpec(j)})
+		snap.Jobs = append(snap.Jobs, Job{Name: j.Name, Spec: reconcile.JobSpec(j, code[j.Name])})
 	}
 	for _, f := range cfg.Fleets {
 		var ssh *SSH

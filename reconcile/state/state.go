@@ -332,6 +332,30 @@ type JobSpec struct {
 	// hash either: it decides what happens when the run ends, not how it
 	// runs.
 	Lifecycle LifecycleSpec `json:"lifecycle"`
+	// Code is the job's code as plan read it; nil for a job without a
+	// code block. Only its hash is part of the job's hash.
+	Code *CodeSpec `json:"code,omitempty"`
+	// Setup is the script run on each machine before the command (in the
+	// hash); SetupTimeout bounds it (not in the hash).
+	Setup        string   `json:"setup,omitempty"`
+	SetupTimeout Duration `json:"setup_timeout,omitempty"`
+}
+
+// CodeSpec is a job's code directory as the plan hashed it.
+type CodeSpec struct {
+	// Source is the local directory, absolute; Exclude and MaxSize how it
+	// was read: what apply reads again to send it.
+	Source  string   `json:"source"`
+	Exclude []string `json:"exclude,omitempty"`
+	MaxSize int64    `json:"max_size"`
+	// Hash is the hex sha256 of the tree (codetree.Tree.Hash): the name
+	// of its directory on the machines.
+	Hash  string `json:"hash"`
+	Files int    `json:"files"`
+	Size  int64  `json:"size"`
+	// Manifest is each file's path and short hash, what a later plan
+	// counts added, changed and removed files by.
+	Manifest map[string]string `json:"manifest,omitempty"`
 }
 
 // LifecycleSpec is what decides a job's run's end (docs/lifecycle.md).
@@ -376,6 +400,8 @@ const (
 	FieldPolicy      = "policy"
 	// FieldTorchrunArgs is the args attribute of the job's torchrun block.
 	FieldTorchrunArgs = "torchrun.args"
+	FieldCode         = "code"
+	FieldSetup        = "setup"
 )
 
 // hashedField is one field the hash covers. A field added after the
@@ -403,7 +429,17 @@ func (s JobSpec) hashed() []hashedField {
 		{FieldMasterPort, s.MasterPort, false},
 		{FieldPolicy, p, false},
 		{FieldTorchrunArgs, s.TorchrunArgs, true},
+		{FieldCode, s.CodeHash(), true},
+		{FieldSetup, s.Setup, true},
 	}
+}
+
+// CodeHash is the hash of the job's code, "" without a code block.
+func (s JobSpec) CodeHash() string {
+	if s.Code == nil {
+		return ""
+	}
+	return s.Code.Hash
 }
 
 // Hash is "sha256:" and the hex digest of the spec's launch-relevant
@@ -441,8 +477,13 @@ func ChangedFields(old, new JobSpec) []string {
 
 // isEmpty reports whether a field added since the first version is unset.
 func isEmpty(v any) bool {
-	s, ok := v.([]string)
-	return ok && len(s) == 0
+	switch x := v.(type) {
+	case []string:
+		return len(x) == 0
+	case string:
+		return x == ""
+	}
+	return false
 }
 
 // normalize makes nil and empty slices and maps hash alike.

@@ -1,0 +1,62 @@
+package launch
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/gpulayer/gpulayer/internal/codetree"
+)
+
+// TestAnUploadCutShortLeavesNoCodeDirectory: a tar stream that ends
+// midway (a lost connection, a file that changed while it was sent)
+// makes the upload fail and leaves nothing at the code directory's name,
+// nor a temporary directory; the whole stream then unpacks there.
+func TestAnUploadCutShortLeavesNoCodeDirectory(t *testing.T) {
+	src := t.TempDir()
+	big := make([]byte, 256<<10)
+	for i := range big {
+		big[i] = byte(i * 7919 >> 3) // compresses poorly enough to be cut
+	}
+	if err := os.WriteFile(filepath.Join(src, "a.bin"), big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "train.py"), []byte("print(1)\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tree, err := codetree.Read(src, codetree.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stream bytes.Buffer
+	if err := tree.WriteTar(&stream); err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	upload := func(data []byte) ([]byte, error) {
+		cmd := exec.Command("sh", "-c", UploadCommand("train", tree.Hash))
+		cmd.Env = append(os.Environ(), "HOME="+home)
+		cmd.Stdin = bytes.NewReader(data)
+		out, _ := cmd.Output()
+		return out, ParseUpload(out)
+	}
+	final := filepath.Join(home, CodeDir("train", tree.Hash))
+	if out, err := upload(stream.Bytes()[:stream.Len()/2]); err == nil {
+		t.Fatalf("a cut stream was accepted: %s", out)
+	}
+	entries, _ := os.ReadDir(filepath.Join(home, CodeRoot, "train"))
+	if _, err := os.Stat(final); err == nil || len(entries) != 0 {
+		t.Fatalf("a cut upload left %v (code directory: %v)", entries, err)
+	}
+	if out, err := upload(stream.Bytes()); err != nil {
+		t.Fatalf("whole stream: %v (%s)", err, out)
+	}
+	if b, err := os.ReadFile(filepath.Join(final, "a.bin")); err != nil || !bytes.Equal(b, big) {
+		t.Fatalf("unpacked a.bin: %v", err)
+	}
+	if fi, err := os.Stat(filepath.Join(final, "train.py")); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Fatalf("train.py: %v %v", fi, err)
+	}
+}
