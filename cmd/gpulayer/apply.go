@@ -294,6 +294,20 @@ func lineageNote(planned, now string) string {
 // probeHosts probes the named hosts again, asking about the processes
 // state records there.
 func probeHosts(ctx context.Context, io *iostreams.IOStreams, in *planInputs, known map[string]probe.Machine, hosts []string, st *state.State) *facts.Document {
+	pool := newProbePool(in)
+	defer pool.Close()
+	return probeHostsWith(ctx, pool, known, hosts, st, refreshProbeOptions(io, in))
+}
+
+// newProbePool is a pool for probes: a probe prints about 10 KB, and no
+// more than a probe may print is kept.
+func newProbePool(in *planInputs) *ssh.Pool {
+	return ssh.NewPool(ssh.Options{Parallelism: in.parallelism, MaxOutputBytes: facts.MaxOutputBytes})
+}
+
+// probeHostsWith is probeHosts over a pool the caller keeps, so that a
+// command that probes again and again (wait) reuses its connections.
+func probeHostsWith(ctx context.Context, pool *ssh.Pool, known map[string]probe.Machine, hosts []string, st *state.State, popts probe.Options) *facts.Document {
 	watch := reconcile.StateWatches(st)
 	var machines []probe.Machine
 	for _, h := range hosts {
@@ -302,9 +316,7 @@ func probeHosts(ctx context.Context, io *iostreams.IOStreams, in *planInputs, kn
 			machines = append(machines, m)
 		}
 	}
-	pool := ssh.NewPool(ssh.Options{Parallelism: in.parallelism, MaxOutputBytes: facts.MaxOutputBytes})
-	defer pool.Close()
-	return probe.Fleet(ctx, pool, machines, refreshProbeOptions(io, in))
+	return probe.Fleet(ctx, pool, machines, popts)
 }
 
 // execution is what an apply carries out a plan with.

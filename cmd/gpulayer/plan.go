@@ -21,7 +21,6 @@ import (
 	"github.com/gpulayer/gpulayer/reconcile/planview"
 	"github.com/gpulayer/gpulayer/reconcile/probe"
 	"github.com/gpulayer/gpulayer/reconcile/state"
-	"github.com/gpulayer/gpulayer/ssh"
 )
 
 // planInputs are the flags plan and apply share: what the plan is made
@@ -294,8 +293,7 @@ func makePlan(ctx context.Context, io *iostreams.IOStreams, in *planInputs, cfg 
 				located = true
 			}
 		}
-		// A probe prints about 10 KB; keep no more than a probe may print.
-		pool := ssh.NewPool(ssh.Options{Parallelism: in.parallelism, MaxOutputBytes: facts.MaxOutputBytes})
+		pool := newProbePool(in)
 		defer pool.Close()
 		if doc, err = reconcile.RefreshFacts(ctx, pool, cfg, st, refreshProbeOptions(io, in)); err != nil {
 			closeProvider(prov)
@@ -356,15 +354,25 @@ func checkTargets(cfg *config.Config, st *state.State, targets []string) error {
 // configuration nor state has.
 func checkJobNames(cfg *config.Config, st *state.State, flag string, names []string) error {
 	for _, t := range names {
-		found := st.Job(t) != nil
-		for _, j := range cfg.Jobs {
-			found = found || j.Name == t
-		}
-		if !found {
+		if !jobKnown(cfg, st, t) {
 			return fmt.Errorf("--%s job.%s: no job %q is declared or recorded in state", flag, t, t)
 		}
 	}
 	return nil
+}
+
+// jobKnown says whether the configuration declares a job of that name or
+// state records one.
+func jobKnown(cfg *config.Config, st *state.State, name string) bool {
+	if st.Job(name) != nil {
+		return true
+	}
+	for _, j := range cfg.Jobs {
+		if j.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // gitCommit is the commit checked out in dir's git work tree, or "" when

@@ -6,20 +6,24 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpulayer/gpulayer/config"
 	"github.com/gpulayer/gpulayer/reconcile"
+	"github.com/gpulayer/gpulayer/reconcile/facts"
 	"github.com/gpulayer/gpulayer/reconcile/planview"
 	"github.com/gpulayer/gpulayer/reconcile/probe"
 	"github.com/gpulayer/gpulayer/reconcile/state"
+	"github.com/gpulayer/gpulayer/ssh"
 )
 
 type statusOptions struct {
 	f           *factory
 	dir         string
+	job         string // "" for every job
 	statePath   string
 	vars        []config.VarArg
 	environ     []string
@@ -32,17 +36,35 @@ type statusOptions struct {
 func newCmdStatus(f *factory, runF func(*statusOptions) error) *cobra.Command {
 	opts := &statusOptions{f: f, now: time.Now}
 	cmd := &cobra.Command{
-		Use:   "status [DIR]",
-		Short: "Show each job's nodes and whether their processes still run",
+		Use:   "status [DIR] [JOB]",
+		Short: "Show each job's state, restarts and nodes, and whether their processes still run",
 		Long: `status probes the hosts that state says run jobs (and only those) and shows
-each job's nodes: host, GPUs, pid, whether the process still runs (or how it
-ended), and for how long. It changes nothing; "gpulayer plan" says what apply
-would do about a process that ended.`,
-		Args: cobra.MaximumNArgs(1),
+each job's lifecycle state as a plan of what they report judges it (running,
+unknown, succeeded, failed, lost, restarting, pending: docs/lifecycle.md),
+even before an apply recorded it; the restarts it used of each budget; its
+last failure; and its nodes: host, GPUs, pid, whether the process still runs
+(or how it ended), and for how long.
+
+With JOB, only that job, with its runs: the last 10 earlier ones and the
+current one, each with its id, start, end, how it ended and how each node
+ended. A single argument is DIR when it is a directory (or holds a
+slash), else JOB.
+
+It changes nothing and does not take the state lock; "gpulayer plan" says
+what apply would do.`,
+		Args: cobra.MaximumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.dir = "."
-			if len(args) == 1 {
-				opts.dir = args[0]
+			switch len(args) {
+			case 1:
+				// A job's name never holds a slash.
+				if fi, err := os.Stat(args[0]); (err == nil && fi.IsDir()) || strings.ContainsRune(args[0], '/') {
+					opts.dir = args[0]
+				} else {
+					opts.job = args[0]
+				}
+			case 2:
+				opts.dir, opts.job = args[0], args[1]
 			}
 			opts.environ = os.Environ()
 			if opts.parallelism < 1 {
@@ -78,17 +100,71 @@ func statusRun(opts *statusOptions) error {
 		return err
 	}
 	defer closeBackend()
+	// Read without the lock: status must never hold up an apply, and a
+	// save replaces the document whole, so a read sees one version.
 	st, err := backend.Load(ctx)
 	if err != nil {
 		return err
 	}
-	machines, err := configMachines(reconcile.WithMachines(cfg, st.Machines))
+	var jobs []string
+	for _, j := range st.Jobs {
+		if opts.job == "" || j.Name == opts.job {
+			jobs = append(jobs, j.Name)
+		}
+	}
+	if opts.job != "" && len(jobs) == 0 {
+		if jobKnown(cfg, st, opts.job) {
+			return fmt.Errorf("job %q has not been launched: state records no run of it (gpulayer apply launches it)", opts.job)
+		}
+		return fmt.Errorf("no job %q is declared or recorded in state", opts.job)
+	}
+	in := &planInputs{parallelism: opts.parallelism, timeout: opts.timeout}
+	pool := newProbePool(in)
+	defer pool.Close()
+	now := opts.now()
+	hosts := runHosts(func(j state.Job) bool { return opts.job == "" || j.Name == opts.job }, st.Jobs, st.Leftovers)
+	p, doc, err := judgeJobs(ctx, pool, cfg, st, jobs, hosts, refreshProbeOptions(io, in), now)
 	if err != nil {
 		return err
 	}
+	report := reconcile.Status(reconcile.StatusInput{State: st, Facts: doc, Plan: p, Job: opts.job, Now: now})
+	if opts.json {
+		enc := json.NewEncoder(io.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(report)
+	}
+	return planview.Status(io.Out, report, backend.String(), planview.Options{Color: io.ColorEnabled()})
+}
+
+// judgeJobs probes hosts (those state records for the jobs shown) and
+// makes a plan limited to the named jobs, whose lifecycle pass says how
+// each is doing: what status shows and wait waits on. Nothing else is
+// probed, and the plan is never applied. With no jobs there is no plan.
+func judgeJobs(ctx context.Context, pool *ssh.Pool, cfg *config.Config, st *state.State, jobs, hosts []string,
+	popts probe.Options, now time.Time) (*reconcile.Plan, *facts.Document, error) {
+	machines, err := configMachines(reconcile.WithMachines(cfg, st.Machines))
+	if err != nil {
+		return nil, nil, err
+	}
+	doc := probeHostsWith(ctx, pool, withRecorded(machines, st), hosts, st, popts)
+	if len(jobs) == 0 {
+		return nil, doc, nil
+	}
+	p := reconcile.MakePlan(reconcile.Input{
+		Config: cfg, State: st, Facts: doc, Refresh: reconcile.Refresh{Source: reconcile.RefreshProbe},
+		Targets: jobs, Version: buildVersion(), Now: now,
+	})
+	return p, doc, nil
+}
+
+// runHosts are the hosts, sorted, that the runs keep selects run on.
+func runHosts(keep func(state.Job) bool, runs ...[]state.Job) []string {
 	var hosts []string
-	for _, jobs := range [][]state.Job{st.Jobs, st.Leftovers} {
+	for _, jobs := range runs {
 		for _, j := range jobs {
+			if !keep(j) {
+				continue
+			}
 			for _, n := range j.Nodes {
 				if !slices.Contains(hosts, n.Host) {
 					hosts = append(hosts, n.Host)
@@ -97,13 +173,5 @@ func statusRun(opts *statusOptions) error {
 		}
 	}
 	slices.Sort(hosts)
-	in := &planInputs{parallelism: opts.parallelism, timeout: opts.timeout}
-	doc := probeHosts(ctx, io, in, withRecorded(machines, st), hosts, st)
-	report := reconcile.Status(st, doc, opts.now())
-	if opts.json {
-		enc := json.NewEncoder(io.Out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(report)
-	}
-	return planview.Status(io.Out, report, backend.String(), planview.Options{Color: io.ColorEnabled()})
+	return hosts
 }

@@ -222,7 +222,7 @@ func (r *run) launchJob(ctx context.Context, c reconcile.JobChange) {
 func pastRun(j state.Job, rep *reconcile.RunReport, now time.Time) state.Run {
 	out := state.Run{RunID: j.RunID, LaunchedAt: j.LaunchedAt, Status: "replaced", EndedAt: &now, Nodes: []state.NodeEnd{}}
 	if j.Ended() {
-		out.Status, out.EndReason, out.EndedAt = j.Status, j.EndReason, j.EndedAt
+		out.Status, out.EndReason, out.EndedAt, out.Message = j.Status, j.EndReason, j.EndedAt, j.Error
 		if out.Status == state.JobRestarting {
 			out.Status = state.JobFailed
 			if j.EndReason == reconcile.EndLost {
@@ -231,9 +231,12 @@ func pastRun(j state.Job, rep *reconcile.RunReport, now time.Time) state.Run {
 		}
 	}
 	if rep != nil && rep.Restart {
-		out.Status, out.EndReason, out.EndedAt = rep.State, rep.EndReason, rep.EndedAt
+		out.Status, out.EndReason, out.EndedAt, out.Message = rep.State, rep.EndReason, rep.EndedAt, rep.Message
 		if out.Status == state.JobRestarting {
 			out.Status = state.JobFailed
+			if rep.EndReason == reconcile.EndLost {
+				out.Status = state.JobLost
+			}
 		}
 		out.Nodes = append(out.Nodes, rep.Nodes...)
 		return out

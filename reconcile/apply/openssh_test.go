@@ -134,7 +134,7 @@ job "solo" {
 	// Status: the process runs, and the next plan changes nothing.
 	st, _ := backend.Load(ctx)
 	doc, _ := reconcile.RefreshFacts(ctx, pool, cfg, st, probe.Options{Timeout: 30 * time.Second})
-	report := reconcile.Status(st, doc, time.Now())
+	report := reconcile.Status(reconcile.StatusInput{State: st, Facts: doc, Now: time.Now()})
 	if n := report.Jobs[0].Nodes[0]; n.Process != reconcile.ProcessRunning {
 		t.Errorf("status %+v", n)
 	}

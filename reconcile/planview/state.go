@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gpulayer/gpulayer/reconcile"
@@ -64,16 +65,19 @@ func State(w io.Writer, st *state.State, where string, opts Options) error {
 
 func statusWord(s string, sty styles) string {
 	switch s {
-	case state.JobRunning:
+	case state.JobRunning, state.JobSucceeded:
 		return sty.create.Render(s)
-	case state.JobFailed:
+	case state.JobFailed, state.JobLost:
 		return sty.fail.Render(s)
+	case state.JobRestarting, reconcile.RunUnknown, reconcile.JobPending:
+		return sty.wait.Render(s)
 	}
 	return sty.replace.Render(s)
 }
 
-// Status writes what `gpulayer status` found: each job's nodes with their
-// processes (running for how long, or how they ended).
+// Status writes what `gpulayer status` found: each job's lifecycle state,
+// its restarts and last failure, its nodes with their processes (running
+// for how long, or how they ended) and, in a report of one job, its runs.
 func Status(w io.Writer, r *reconcile.StatusReport, where string, opts Options) error {
 	bw := bufio.NewWriter(w)
 	sty := newStyles(w, opts.Color)
@@ -94,14 +98,16 @@ func Status(w io.Writer, r *reconcile.StatusReport, where string, opts Options) 
 		if leftover {
 			title = "leftover run of " + title
 		}
-		fmt.Fprintf(bw, "%s  %s  run %s", sty.bold.Render(title), statusWord(js.Status, sty), clean(js.RunID))
+		word := js.State
+		if word == "" {
+			word = js.Status
+		}
+		fmt.Fprintf(bw, "%s  %s  run %s", sty.bold.Render(title), statusWord(word, sty), clean(js.RunID))
 		if js.MasterAddr != "" {
 			fmt.Fprintf(bw, "  master %s", clean(net.JoinHostPort(js.MasterAddr, strconv.Itoa(js.MasterPort))))
 		}
 		fmt.Fprintln(bw)
-		if js.Error != "" {
-			fmt.Fprintf(bw, "  error: %s\n", clean(js.Error))
-		}
+		writeJobState(bw, js, r.MadeAt)
 		rows := make([][]string, 0, len(js.Nodes))
 		for _, n := range js.Nodes {
 			pid := "-"
@@ -114,7 +120,10 @@ func Status(w io.Writer, r *reconcile.StatusReport, where string, opts Options) 
 				what = sty.create.Render("running") + " for " + (time.Duration(n.UptimeSeconds) * time.Second).String()
 			case reconcile.ProcessExited:
 				what = sty.fail.Render("exited")
-				if n.ExitStatus != nil {
+				switch {
+				case n.End != nil && n.End.Lost:
+					what += " without an exit status"
+				case n.ExitStatus != nil:
 					what += fmt.Sprintf(" with status %d", *n.ExitStatus)
 				}
 			case reconcile.ProcessUnknown:
@@ -134,6 +143,9 @@ func Status(w io.Writer, r *reconcile.StatusReport, where string, opts Options) 
 				fmt.Fprintf(bw, "    | %s\n", clean(l))
 			}
 		}
+		if len(js.Runs) > 0 {
+			writeRunHistory(bw, js.Runs)
+		}
 	}
 	for _, js := range r.Jobs {
 		write(js, false)
@@ -142,4 +154,80 @@ func Status(w io.Writer, r *reconcile.StatusReport, where string, opts Options) 
 		write(js, true)
 	}
 	return bw.Flush()
+}
+
+// writeJobState says why a job is in its state, what its restart budgets
+// have left, how it last failed, and what state has not recorded yet.
+func writeJobState(bw *bufio.Writer, js reconcile.JobStatus, now time.Time) {
+	failedNow := js.State == state.JobFailed || js.State == state.JobLost
+	if js.Message != "" && !failedNow {
+		line := js.Message
+		if js.State == state.JobSucceeded && js.EndedAt != nil {
+			line += fmt.Sprintf(" (ended%s, ran %s)", agoWords(js.EndedAt, now), shortDuration(js.EndedAt.Sub(js.LaunchedAt)))
+		}
+		fmt.Fprintf(bw, "  %s\n", clean(line))
+	}
+	if js.Status == state.JobRunning && (js.State == state.JobSucceeded || failedNow) {
+		fmt.Fprintf(bw, "  state records it running; the next apply records how it ended\n")
+	}
+	if b := js.Restarts; b != nil {
+		fmt.Fprintf(bw, "  restarts %s after failures, %s after lost nodes\n", budgetWords(b.AfterFailures), budgetWords(b.AfterLost))
+	}
+	if f := js.LastFailure; f != nil {
+		line := "last failure: "
+		if f.EndReason != "" {
+			line += f.EndReason + ": "
+		}
+		if f.Message != "" {
+			line += f.Message
+		} else {
+			line += f.State
+		}
+		line += " (run " + f.RunID
+		if f.EndedAt != nil {
+			line += ", ended" + agoWords(f.EndedAt, now)
+		}
+		fmt.Fprintf(bw, "  %s)\n", clean(line))
+	}
+	if js.Error != "" && !strings.Contains(js.Message, js.Error) && (js.LastFailure == nil || !strings.Contains(js.LastFailure.Message, js.Error)) {
+		fmt.Fprintf(bw, "  error: %s\n", clean(js.Error))
+	}
+	if failedNow {
+		fmt.Fprintf(bw, "  run it again with: gpulayer apply --replace job.%s\n", clean(js.Job))
+	}
+}
+
+// budgetWords is "1/2", or "1/unlimited".
+func budgetWords(b reconcile.Budget) string {
+	if b.Allowed < 0 {
+		return strconv.Itoa(b.Used) + "/unlimited"
+	}
+	return strconv.Itoa(b.Used) + "/" + strconv.Itoa(b.Allowed)
+}
+
+// writeRunHistory lists a job's runs, oldest first: its id, when it was
+// launched and ended, how it ended and how each node ended.
+func writeRunHistory(bw *bufio.Writer, runs []reconcile.RunStatus) {
+	fmt.Fprintln(bw, "  runs, oldest first:")
+	rows := make([][]string, 0, len(runs))
+	for _, run := range runs {
+		id := clean(run.RunID)
+		if run.Current {
+			id += " (current)"
+		}
+		ended := "-"
+		if run.EndedAt != nil {
+			ended = "ended " + run.EndedAt.UTC().Format(time.RFC3339)
+		}
+		how := run.State
+		if run.EndReason != "" && run.EndReason != run.State {
+			how += " (" + run.EndReason + ")"
+		}
+		nodes := make([]string, 0, len(run.Nodes))
+		for _, e := range run.Nodes {
+			nodes = append(nodes, fmt.Sprintf("node %d %s", e.Rank, endWords(e)))
+		}
+		rows = append(rows, []string{id, "launched " + run.LaunchedAt.UTC().Format(time.RFC3339), ended, clean(how), clean(strings.Join(nodes, ", "))})
+	}
+	writeColumns(bw, "    ", rows)
 }

@@ -219,9 +219,13 @@ type Run struct {
 	EndedAt    *time.Time `json:"ended_at,omitempty"`
 	// Status is how it ended: succeeded, failed, lost, or replaced (it
 	// was stopped for a new configuration or by --replace).
-	Status    string    `json:"status"`
-	EndReason string    `json:"end_reason,omitempty"`
-	Nodes     []NodeEnd `json:"nodes"`
+	Status    string `json:"status"`
+	EndReason string `json:"end_reason,omitempty"`
+	// Message says how it ended, as the plan that saw it end said it
+	// ("node 1 on a2 exited with status 3"); empty for a replaced run and
+	// in states written before it.
+	Message string    `json:"message,omitempty"`
+	Nodes   []NodeEnd `json:"nodes"`
 }
 
 // Node is one machine of a job.
