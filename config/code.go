@@ -78,7 +78,7 @@ func (l *loader) codeAndSetup(d *decoder, j *Job, a hcl.Attributes, blocks hcl.B
 				d.add(&hcl.Diagnostic{
 					Severity: hcl.DiagError,
 					Summary:  "Invalid value for max_size",
-					Detail:   err.Error(),
+					Detail:   err.Error() + ".",
 					Subject:  ca["max_size"].Expr.Range().Ptr(),
 				})
 			} else {
@@ -95,15 +95,15 @@ var sizeRE = regexp.MustCompile(`^([0-9]+)\s*(B|KiB|MiB|GiB|KB|MB|GB|k|K|M|G)?$`
 func ParseSize(s string) (int64, error) {
 	m := sizeRE.FindStringSubmatch(s)
 	if m == nil {
-		return 0, fmt.Errorf("%q is not a size; write a number of bytes with a unit, such as \"512MiB\" or \"2GiB\".", s)
+		return 0, fmt.Errorf("%q is not a size; write a number of bytes with a unit, such as \"512MiB\" or \"2GiB\"", s)
 	}
 	n, err := strconv.ParseInt(m[1], 10, 64)
 	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("%q is not a positive size.", s)
+		return 0, fmt.Errorf("%q is not a positive size", s)
 	}
 	mult := map[string]int64{"": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "k": 1000, "K": 1000, "KB": 1000, "M": 1000 * 1000, "MB": 1000 * 1000, "G": 1000 * 1000 * 1000, "GB": 1000 * 1000 * 1000}[m[2]]
 	if n > (1<<62)/mult {
-		return 0, fmt.Errorf("%q is too large.", s)
+		return 0, fmt.Errorf("%q is too large", s)
 	}
 	return n * mult, nil
 }
