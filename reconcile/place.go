@@ -31,7 +31,7 @@ func (pl *planner) place() {
 		}
 	}
 	for _, v := range pl.verdicts {
-		if v.keep && !pl.targeted(v.name) {
+		if v.keep && pl.leftAlone(v.name) {
 			continue
 		}
 		pl.plan.Jobs = append(pl.plan.Jobs, pl.change(v, decisions))
@@ -347,8 +347,14 @@ func (pl *planner) newPlacement(d topology.Decision) *Placement {
 
 // summarize counts the changes.
 func (pl *planner) summarize() {
-	s := &pl.plan.Summary
-	for _, c := range pl.plan.Jobs {
+	pl.plan.Summary = summaryOf(pl.plan)
+}
+
+// summaryOf counts a plan's changes; the leftovers to stop are counted
+// where they are planned, and kept.
+func summaryOf(p *Plan) Summary {
+	s := Summary{Leftovers: p.Summary.Leftovers}
+	for _, c := range p.Jobs {
 		switch c.Action {
 		case ActionNoOp:
 			s.NoOp++
@@ -364,7 +370,7 @@ func (pl *planner) summarize() {
 			s.Failed++
 		}
 	}
-	for _, f := range pl.plan.Fleets {
+	for _, f := range p.Fleets {
 		for _, m := range f.Machines {
 			switch m.Action {
 			case ActionCreate:
@@ -377,4 +383,5 @@ func (pl *planner) summarize() {
 			}
 		}
 	}
+	return s
 }
