@@ -218,7 +218,7 @@ func applySaved(ctx context.Context, opts *applyOptions) error {
 	if err != nil {
 		return err
 	}
-	if st.Lineage != f.Plan.State.Lineage || st.Serial != f.Plan.State.Serial {
+	if !st.Holds(f.Plan.State.Lineage, f.Plan.State.Serial) {
 		return &exitError{code: 1, err: fmt.Errorf("saved plan is stale: it was made from state serial %d, and %s is now at serial %d%s; make a new plan",
 			f.Plan.State.Serial, backend, st.Serial, lineageNote(f.Plan.State.Lineage, st.Lineage))}
 	}
