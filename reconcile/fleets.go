@@ -203,7 +203,7 @@ func (pl *planner) awaitMachines() {
 		if c.Action != ActionWaiting && c.Action != ActionFailed {
 			continue
 		}
-		if c.Prior != nil && !c.StopPrior {
+		if c.Prior != nil && !c.StopPrior && (c.Run == nil || !c.Run.Restart) {
 			continue // keeps running its old configuration
 		}
 		var names []string

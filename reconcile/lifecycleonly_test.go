@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpulayer/gpulayer/reconcile"
 	"github.com/gpulayer/gpulayer/reconcile/facts"
@@ -192,5 +193,17 @@ func TestLifecycleOnlyRecreatesLostMachinesOnly(t *testing.T) {
 	}
 	if s := kept.Summary; s.CreateMachines != 2 || s.DeleteMachines != 1 {
 		t.Errorf("summary %+v", s)
+	}
+
+	// Once apply recorded the run as ended and restarting, a plan made
+	// before the machines answer still has it wait for them, with nothing
+	// left to stop.
+	j := in.State.Job("train")
+	ended := planNow.Add(-time.Minute)
+	j.Status, j.EndReason, j.EndedAt, j.RestartAt = state.JobRestarting, reconcile.EndLost, &ended, &ended
+	p = reconcile.MakePlan(in)
+	c = p.Job("train")
+	if c.Action != reconcile.ActionWaiting || c.StopPrior || c.Run == nil || !c.Run.Restart || !hasReason(c, reconcile.ReasonMachinesPending) {
+		t.Errorf("restarting, before the machines answer: %+v, want a wait for them with nothing to stop", c)
 	}
 }

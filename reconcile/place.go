@@ -248,7 +248,9 @@ func (pl *planner) change(v *verdict, decisions map[string]topology.Decision) Jo
 		default:
 			expl := d.Explanation
 			c.Decision.Explanation = &expl
-			c.Action, c.StopPrior = ActionWaiting, v.prior != nil
+			// A run that ended was stopped when it ended: a restart
+			// that waits has nothing left to stop.
+			c.Action, c.StopPrior = ActionWaiting, v.prior != nil && !v.prior.Ended()
 			code := ReasonUnschedulableNow
 			if d.Status == topology.StatusFailed {
 				c.Action, code = ActionFailed, ReasonUnschedulable

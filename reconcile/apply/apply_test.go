@@ -629,6 +629,9 @@ job "retry" {
 		t.Fatalf("a restart that waits: state %+v, want the job kept, restarting, nothing counted yet", j)
 	}
 	failedRun := j.RunID
+	if p, _, _ := f.plan(cfg); p.HasChanges() || p.Job("retry").Action != reconcile.ActionWaiting {
+		t.Errorf("the restart still waits: %+v, want a wait with nothing to stop", p.Job("retry"))
+	}
 
 	if err := syscall.Kill(stranger, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
