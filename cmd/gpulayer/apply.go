@@ -339,7 +339,7 @@ func execute(ctx context.Context, io *iostreams.IOStreams, opts *applyOptions, x
 			fmt.Fprintf(io.Out, "\nJobs %s wait for the machines this apply created; a saved plan cannot place them: run gpulayer plan and apply again.\n",
 				iostreams.Sanitize(strings.Join(pending, ", "), false))
 		} else {
-			second, err := placeOnNewMachines(ctx, io, opts, x, res, pending, pool)
+			second, err := placeOnNewMachines(ctx, applyNewMachines(io, opts), x, res, pending, pool)
 			report(second)
 			if second != nil {
 				res.Launched += second.Launched
