@@ -353,8 +353,6 @@ func (w *watcher) loop(ctx context.Context) error {
 			w.once("", "error", err.Error())
 		case done:
 			return w.result
-		default:
-			w.said[""] = "" // an error said before is said again when it comes back
 		}
 		t := time.NewTimer(time.Until(began.Add(w.opts.interval)))
 		select {
@@ -419,6 +417,8 @@ func (w *watcher) round(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	defer lock.Unlock()
+	// An error or a lock said before is said again when it comes back.
+	delete(w.said, "")
 	cur, err := w.backend.Load(ctx)
 	if err != nil {
 		return false, err
@@ -427,8 +427,12 @@ func (w *watcher) round(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	// Another command saved since the plan: plan again from what it
-	// saved, with the facts of this round.
+	// saved, with the facts of this round, and its fleets listed again
+	// (an apply may have created machines since).
 	moved := !cur.Holds(planned.Lineage, planned.Serial)
+	if moved && w.prov != nil {
+		listed = listMachines(ctx, w.prov, cfg, cur)
+	}
 	planned, cfgM = located(cfg, cur, listed)
 	if moved {
 		p, left = w.plan(cfgM, planned, doc, listed)
@@ -453,7 +457,7 @@ func (w *watcher) round(ctx context.Context) (bool, error) {
 	if w.opts.forever || after == nil {
 		return false, nil
 	}
-	return w.settled(cfgM, after, doc, listed), nil
+	return w.settled(cfgM, after, doc), nil
 }
 
 // renewOnly renews the lease in a round that could not plan.
@@ -530,6 +534,8 @@ func (w *watcher) observe(p *reconcile.Plan) {
 		if r.Record {
 			detail := r.Message
 			switch {
+			case r.State == reconcile.RunRunning && r.FirstExitAt != nil:
+				detail = "a node exited 0 at " + r.FirstExitAt.UTC().Format(time.RFC3339) + " and the others still run; completion_grace counts from then"
 			case r.State == reconcile.RunRunning:
 				detail = "every node's host answers again"
 			case r.State == state.JobRestarting && r.RestartAt != nil:
@@ -661,10 +667,11 @@ func (w *watcher) results(res *apply.Result) {
 
 // settled says --until-complete is done: every batch job state records
 // (or recorded during the watch) has ended for good. Planned again from
-// the state the round saved, no restart is left to any of them. It sets
-// how the watch exits.
-func (w *watcher) settled(cfg *config.Config, st *state.State, doc *facts.Document, listed map[string]reconcile.Listing) bool {
-	p, _ := w.plan(cfg, st, doc, listed)
+// the state the round saved (its machines as recorded: the listing may
+// predate a machine the round created), no restart is left to any of
+// them. It sets how the watch exits.
+func (w *watcher) settled(cfg *config.Config, st *state.State, doc *facts.Document) bool {
+	p, _ := w.plan(cfg, st, doc, nil)
 	var failed, succeeded []string
 	for _, j := range st.Jobs {
 		if j.Spec.Lifecycle.Kind != config.KindService {

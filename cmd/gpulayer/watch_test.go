@@ -440,3 +440,33 @@ func TestWatchRecreatesMachinesDeletedOrPreemptedAndRelaunchesTheirJobs(t *testi
 		t.Errorf("exit %d after SIGTERM, want 130", code)
 	}
 }
+
+// TestWatchEndsARunPastItsDeadline: a batch job still running past its
+// deadline is stopped by the watcher, recorded failed, and ends
+// --until-complete with 1.
+func TestWatchEndsARunPastItsDeadline(t *testing.T) {
+	_, dir := sandboxJobs(t, 2, `
+job "slow" {
+  nodes         = 1
+  gpus_per_node = 1
+  launcher      = "plain"
+  stop_timeout  = "2s"
+  deadline      = "3s"
+  command       = ["sleep", "300"]
+}
+`)
+	mustApply(t, dir)
+	run := loadState(t, dir).Job("slow")
+	cmd, events := watchProcess(t, dir)
+	ev := nextEvent(t, events, 60*time.Second, "the deadline", isEvent("slow", "failed"))
+	if !strings.Contains(ev.Detail, "deadline") {
+		t.Errorf("failed: %q, want it to name the deadline", ev.Detail)
+	}
+	nextEvent(t, events, 30*time.Second, "the node stopped", isEvent("slow", "stopped"))
+	if code := exitOf(t, cmd, 30*time.Second); code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	if j := loadState(t, dir).Job("slow"); j.Status != state.JobFailed || j.EndReason != "deadline_exceeded" || len(runProcesses(run.RunID)) != 0 {
+		t.Errorf("after the deadline: %+v, processes %v", j, runProcesses(run.RunID))
+	}
+}
