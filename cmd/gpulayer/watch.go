@@ -541,7 +541,7 @@ func (w *watcher) observe(p *reconcile.Plan) {
 			case r.State == state.JobRestarting && r.RestartAt != nil:
 				detail += "; restarted after " + r.RestartAt.UTC().Format(time.RFC3339)
 			case (r.State == state.JobFailed || r.State == state.JobLost) && !r.Restart:
-				detail += "; no restart is left"
+				detail += "; it is not restarted"
 			}
 			w.once(c.Job, r.State, detail)
 		}
@@ -561,7 +561,10 @@ func (w *watcher) observe(p *reconcile.Plan) {
 						why = append(why, reason.Message)
 					}
 				}
-				detail = fmt.Sprintf("the run was lost (%s); restart %d of %s after lost nodes", strings.Join(why, "; "), r.LostRestarts+1, allowed(r.OnLost))
+				detail = fmt.Sprintf("the run was lost (%s); restart %d of %d after lost nodes", strings.Join(why, "; "), r.LostRestarts+1, r.OnLost)
+				if r.OnLost < 0 {
+					detail = fmt.Sprintf("the run was lost (%s); restart %d after lost nodes (on_lost is unlimited)", strings.Join(why, "; "), r.LostRestarts+1)
+				}
 			}
 			if c.Action == reconcile.ActionWaiting && c.Decision != nil {
 				detail += "; it waits: " + c.Decision.Summary
@@ -569,13 +572,6 @@ func (w *watcher) observe(p *reconcile.Plan) {
 			w.once(c.Job, "restart", detail)
 		}
 	}
-}
-
-func allowed(n int) string {
-	if n < 0 {
-		return "unlimited"
-	}
-	return fmt.Sprint(n)
 }
 
 // step prints one step of apply's as an event.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -218,21 +219,13 @@ func TestWatchSIGTERMLeavesTheLockFreeAndTheJobsRunning(t *testing.T) {
 		t.Fatalf("job after the watch: %+v", j)
 	}
 	for _, n := range j.Nodes {
-		if !strings.Contains(strings.Join(intStrings(runProcesses(run.RunID)), " "), strconv.Itoa(n.Process.PID)) {
+		if !slices.Contains(runProcesses(run.RunID), n.Process.PID) {
 			t.Errorf("node %d's process %d is gone", n.Rank, n.Process.PID)
 		}
 	}
 	if code, out, errOut := runCmd(t, "plan", dir, "--detailed-exitcode"); code != 0 {
 		t.Errorf("plan after the watch: exit %d, want no changes\n%s%s", code, out, errOut)
 	}
-}
-
-func intStrings(ns []int) []string {
-	out := make([]string, len(ns))
-	for i, n := range ns {
-		out[i] = strconv.Itoa(n)
-	}
-	return out
 }
 
 // TestWatchRefusesASecondWatcherAndTakesOverAKilledOneAfterItsLease: while
