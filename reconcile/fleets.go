@@ -30,7 +30,9 @@ const ProviderGCP = "gcp"
 // numbers first); one created from another gcp block than the current one
 // is replaced; one the provider no longer lists is created again. A
 // stopped or preempted machine is reported and left alone: its jobs are
-// placed elsewhere. A machine the provider lists with this state's labels
+// placed elsewhere (with RecreatePreempted, a preempted Spot VM is
+// replaced, and its jobs wait for it when nothing else can hold them). A
+// machine the provider lists with this state's labels
 // but that state does not record is reported and never touched: gpulayer
 // deletes only what it recorded.
 func (pl *planner) planFleets() {
@@ -86,10 +88,18 @@ func (pl *planner) planFleets() {
 				pl.machineGone[m.Name] = r
 			case isListed && now.Status != "" && now.Status != "RUNNING":
 				what := "is " + now.Status
-				if now.Status == "TERMINATED" && m.Spot {
+				preempted := now.Status == "TERMINATED" && m.Spot
+				if preempted {
 					what = "was preempted (Spot VM, TERMINATED)"
 				}
 				pl.machineGone[m.Name] = Reason{Code: ReasonMachineStopped, Message: "machine " + m.Name + " " + what}
+				if preempted && pl.in.RecreatePreempted {
+					// gpulayer has no start call: a new machine of the
+					// same name takes its place.
+					r := Reason{Code: ReasonMachineStopped, Message: "machine " + m.Name + " " + what + "; it is deleted and created again"}
+					others = append(others, MachineChange{Name: m.Name, Action: ActionReplace, Detail: detail, Reasons: []Reason{r}})
+					continue
+				}
 				pl.plan.Warnings = append(pl.plan.Warnings, fmt.Sprintf("machine %s of fleet %q %s; its jobs are placed elsewhere, and the machine is left as it is (start it, or lower count to delete it)", m.Name, f.Name, what))
 			}
 		}
@@ -193,7 +203,7 @@ func (pl *planner) awaitMachines() {
 		if c.Action != ActionWaiting && c.Action != ActionFailed {
 			continue
 		}
-		if c.Prior != nil && !c.StopPrior {
+		if c.Prior != nil && !c.StopPrior && (c.Run == nil || !c.Run.Restart) {
 			continue // keeps running its old configuration
 		}
 		var names []string

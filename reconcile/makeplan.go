@@ -45,6 +45,16 @@ type Input struct {
 	// Code is each job's code directory as read now (jobs with a code
 	// block), by job name.
 	Code map[string]*state.CodeSpec
+	// Hold names jobs the plan leaves as they are, holding their GPUs, as
+	// --target leaves the jobs it does not name, while fleets and
+	// leftovers are planned as without it: gpulayer watch holds the jobs
+	// whose changes are the configuration's (Plan.LifecycleOnly), so
+	// that a restart is never placed on GPUs only those changes free.
+	Hold []string
+	// RecreatePreempted replaces (deletes and creates again) a Spot VM
+	// its provider reports preempted, rather than leaving it for a person
+	// to start: gpulayer watch keeps lost gangs somewhere to run.
+	RecreatePreempted bool
 }
 
 // MakePlan compares the configuration with state and facts and returns
@@ -157,6 +167,12 @@ func (pl *planner) targeted(name string) bool {
 	return len(pl.in.Targets) == 0 || slices.Contains(pl.in.Targets, name)
 }
 
+// leftAlone says the plan leaves job name as it is and out of its
+// changes: not targeted, or held.
+func (pl *planner) leftAlone(name string) bool {
+	return !pl.targeted(name) || slices.Contains(pl.in.Hold, name)
+}
+
 // classify decides, for every job named by the configuration or state,
 // whether it is launched, kept, replaced or stopped, and why.
 func (pl *planner) classify() {
@@ -186,7 +202,7 @@ func (pl *planner) classify() {
 			v.alive = make([]*bool, len(v.prior.Nodes))
 		}
 		switch {
-		case !pl.targeted(name):
+		case pl.leftAlone(name):
 			v.keep = true
 		case v.prior == nil:
 			v.place = true

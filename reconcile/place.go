@@ -33,7 +33,7 @@ func (pl *planner) place() {
 		}
 	}
 	for _, v := range pl.verdicts {
-		if v.keep && !pl.targeted(v.name) {
+		if v.keep && pl.leftAlone(v.name) {
 			continue
 		}
 		pl.plan.Jobs = append(pl.plan.Jobs, pl.change(v, decisions))
@@ -281,7 +281,9 @@ func (pl *planner) change(v *verdict, decisions map[string]topology.Decision) Jo
 		default:
 			expl := d.Explanation
 			c.Decision.Explanation = &expl
-			c.Action, c.StopPrior = ActionWaiting, v.prior != nil
+			// A run that ended was stopped when it ended: a restart
+			// that waits has nothing left to stop.
+			c.Action, c.StopPrior = ActionWaiting, v.prior != nil && !v.prior.Ended()
 			code := ReasonUnschedulableNow
 			if d.Status == topology.StatusFailed {
 				c.Action, code = ActionFailed, ReasonUnschedulable
@@ -380,8 +382,14 @@ func (pl *planner) newPlacement(d topology.Decision) *Placement {
 
 // summarize counts the changes.
 func (pl *planner) summarize() {
-	s := &pl.plan.Summary
-	for _, c := range pl.plan.Jobs {
+	pl.plan.Summary = summaryOf(pl.plan)
+}
+
+// summaryOf counts a plan's changes; the leftovers to stop are counted
+// where they are planned, and kept.
+func summaryOf(p *Plan) Summary {
+	s := Summary{Leftovers: p.Summary.Leftovers}
+	for _, c := range p.Jobs {
 		switch c.Action {
 		case ActionNoOp:
 			s.NoOp++
@@ -397,7 +405,7 @@ func (pl *planner) summarize() {
 			s.Failed++
 		}
 	}
-	for _, f := range pl.plan.Fleets {
+	for _, f := range p.Fleets {
 		for _, m := range f.Machines {
 			switch m.Action {
 			case ActionCreate:
@@ -410,4 +418,5 @@ func (pl *planner) summarize() {
 			}
 		}
 	}
+	return s
 }

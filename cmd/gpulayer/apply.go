@@ -220,7 +220,7 @@ func applySaved(ctx context.Context, opts *applyOptions) error {
 	if err != nil {
 		return err
 	}
-	if st.Lineage != f.Plan.State.Lineage || st.Serial != f.Plan.State.Serial {
+	if !st.Holds(f.Plan.State.Lineage, f.Plan.State.Serial) {
 		return &exitError{code: 1, err: fmt.Errorf("saved plan is stale: it was made from state serial %d, and %s is now at serial %d%s; make a new plan",
 			f.Plan.State.Serial, backend, st.Serial, lineageNote(f.Plan.State.Lineage, st.Lineage))}
 	}
@@ -378,7 +378,7 @@ func execute(ctx context.Context, io *iostreams.IOStreams, opts *applyOptions, x
 			fmt.Fprintf(io.Out, "\nJobs %s wait for the machines this apply created; a saved plan cannot place them: run gpulayer plan and apply again.\n",
 				iostreams.Sanitize(strings.Join(pending, ", "), false))
 		} else {
-			second, err := placeOnNewMachines(ctx, io, opts, x, res, pending, pool)
+			second, err := placeOnNewMachines(ctx, applyNewMachines(io, opts), x, res, pending, pool)
 			report(second)
 			if second != nil {
 				res.Launched += second.Launched

@@ -95,7 +95,7 @@ job "train" {
 	return dir, fake
 }
 
-func loadState(t *testing.T, dir string) *state.State {
+func loadState(t testing.TB, dir string) *state.State {
 	t.Helper()
 	st, err := state.NewLocal(filepath.Join(dir, ".gpulayer", "state.json")).Load(context.Background())
 	if err != nil {

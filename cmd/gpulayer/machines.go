@@ -90,8 +90,9 @@ func executorFleets(prov providers.Provider, cfg *config.Config, st *state.State
 // for the machine's record first: its host keys are published once it has
 // booted, and are pinned from then on; a physical topology reported since
 // the insert places it from then on. It returns the facts of those that
-// answered, and the state with the records it refreshed (saved).
-func awaitMachines(ctx context.Context, io *iostreams.IOStreams, in *planInputs, backend state.Backend, prov providers.Provider,
+// answered, and the state with the records it refreshed (saved). waiting
+// is told, once per machine, why one does not answer yet.
+func awaitMachines(ctx context.Context, waiting func(host, why string), in *planInputs, backend state.Backend, prov providers.Provider,
 	cfg *config.Config, st *state.State, names []string, wait time.Duration) ([]facts.Host, *state.State, error) {
 	// Every call of a round (describe, probe) ends by the deadline too.
 	bounded, cancel := context.WithTimeout(ctx, wait)
@@ -162,7 +163,7 @@ func awaitMachines(ctx context.Context, io *iostreams.IOStreams, in *planInputs,
 				ready = append(ready, h)
 				left = slices.DeleteFunc(left, func(n string) bool { return n == h.Name })
 			} else if round == 0 {
-				fmt.Fprintf(io.Out, "%s: waiting for SSH (%s)\n", iostreams.Sanitize(h.Name, false), iostreams.Sanitize(h.Error, false))
+				waiting(h.Name, h.Error)
 			}
 		}
 		if ctx.Err() != nil {
@@ -212,15 +213,49 @@ func closeProvider(p providers.Provider) {
 	}
 }
 
+// newMachines is how the second half of an apply that created machines
+// is bounded and reported: apply prints lines and the plan; watch prints
+// events and carries out only the lifecycle's part of that plan.
+type newMachines struct {
+	in           *planInputs
+	wait         time.Duration
+	nodeParallel int
+	// say prints a line of progress, warn a warning; show, the plan of
+	// the jobs placed.
+	say, warn func(string)
+	show      func(*reconcile.Plan) error
+	progress  func(apply.Event)
+	// lifecycleOnly keeps only the lifecycle pass's changes of the plan
+	// (gpulayer watch).
+	lifecycleOnly bool
+}
+
+// applyNewMachines is how apply reports the second half.
+func applyNewMachines(io *iostreams.IOStreams, opts *applyOptions) newMachines {
+	return newMachines{
+		in: &opts.in, wait: opts.machineWait, nodeParallel: opts.nodeParallel,
+		say:  func(line string) { fmt.Fprintln(io.Out, line) },
+		warn: func(line string) { fmt.Fprintln(io.ErrOut, "Warning: "+line) },
+		show: func(p *reconcile.Plan) error {
+			fmt.Fprintln(io.Out)
+			return planview.Text(io.Out, p, planview.Options{Color: io.ColorEnabled()})
+		},
+		progress: func(ev apply.Event) { writeEvent(io, ev) },
+	}
+}
+
 // placeOnNewMachines is the second half of an apply that created machines:
 // it waits for them to answer, probes them, plans the jobs that waited for
-// them (those jobs only, by the same rules as any plan, printed like one),
-// and carries that plan out.
-func placeOnNewMachines(ctx context.Context, io *iostreams.IOStreams, opts *applyOptions, x execution, first *apply.Result,
+// them (those jobs only, by the same rules as any plan), and carries that
+// plan out.
+func placeOnNewMachines(ctx context.Context, nm newMachines, x execution, first *apply.Result,
 	pending []string, pool *ssh.Pool) (*apply.Result, error) {
-	fmt.Fprintf(io.Out, "\nWaiting for %s to answer SSH, to place %s.\n",
-		iostreams.Sanitize(strings.Join(first.Created, ", "), false), iostreams.Sanitize(strings.Join(pending, ", "), false))
-	ready, st, err := awaitMachines(ctx, io, &opts.in, x.backend, x.provider, x.cfg, first.State, first.Created, opts.machineWait)
+	nm.say(fmt.Sprintf("\nWaiting for %s to answer SSH, to place %s.",
+		iostreams.Sanitize(strings.Join(first.Created, ", "), false), iostreams.Sanitize(strings.Join(pending, ", "), false)))
+	waiting := func(host, why string) {
+		nm.say(fmt.Sprintf("%s: waiting for SSH (%s)", iostreams.Sanitize(host, false), iostreams.Sanitize(why, false)))
+	}
+	ready, st, err := awaitMachines(ctx, waiting, nm.in, x.backend, x.provider, x.cfg, first.State, first.Created, nm.wait)
 	if err != nil && ctx.Err() != nil {
 		return nil, apply.ErrInterrupted
 	}
@@ -228,7 +263,7 @@ func placeOnNewMachines(ctx context.Context, io *iostreams.IOStreams, opts *appl
 		return nil, err
 	}
 	if err != nil {
-		fmt.Fprintf(io.ErrOut, "Warning: %s\n", iostreams.Sanitize(err.Error(), false))
+		nm.warn(iostreams.Sanitize(err.Error(), false))
 	}
 	cfg := reconcile.WithMachines(x.cfg, st.Machines)
 	doc := mergeFacts(x.facts, ready)
@@ -236,8 +271,10 @@ func placeOnNewMachines(ctx context.Context, io *iostreams.IOStreams, opts *appl
 		Config: cfg, State: st, Facts: doc, Targets: pending, Version: buildVersion(),
 		Refresh: reconcile.Refresh{Source: reconcile.RefreshProbe}, Code: x.code,
 	}).WithoutMachines()
-	fmt.Fprintln(io.Out)
-	if err := planview.Text(io.Out, p, planview.Options{Color: io.ColorEnabled()}); err != nil {
+	if nm.lifecycleOnly {
+		p, _ = p.LifecycleOnly()
+	}
+	if err := nm.show(p); err != nil {
 		return nil, err
 	}
 	if !p.HasChanges() {
@@ -249,8 +286,8 @@ func placeOnNewMachines(ctx context.Context, io *iostreams.IOStreams, opts *appl
 	}
 	ex := &apply.Executor{
 		Runner: pool, Backend: x.backend, Targets: targets, Specs: x.specs, Code: x.trees,
-		Opts: apply.Options{Parallelism: opts.nodeParallel, Progress: func(ev apply.Event) { writeEvent(io, ev) }},
+		Opts: apply.Options{Parallelism: nm.nodeParallel, Progress: nm.progress},
 	}
-	fmt.Fprintln(io.Out)
+	nm.say("")
 	return ex.Apply(ctx, st, p, doc)
 }

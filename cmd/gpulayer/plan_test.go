@@ -22,7 +22,7 @@ const (
 )
 
 // runCmd runs one command line against buffers.
-func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
+func runCmd(t testing.TB, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	io, _, out, errOut := iostreams.Test()
 	code = run(args, io)
@@ -269,7 +269,7 @@ func TestDemoRunsTheWholeCycle(t *testing.T) {
 	}
 }
 
-func writeFile(t *testing.T, path, text string) {
+func writeFile(t testing.TB, path, text string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)

@@ -50,7 +50,7 @@ and the best-connected free GPUs, and launches it.`,
 	root.AddCommand(newCmdTopo(f))
 	root.AddCommand(newCmdProbe(f, nil), newCmdSandbox(f, nil))
 	root.AddCommand(newCmdPlan(f, nil), newCmdShow(f, nil), newCmdApply(f, nil), newCmdDestroy(f, nil))
-	root.AddCommand(newCmdStatus(f, nil), newCmdWait(f, nil), newCmdLogs(f, nil), newCmdForceUnlock(f, nil))
+	root.AddCommand(newCmdStatus(f, nil), newCmdWait(f, nil), newCmdLogs(f, nil), newCmdWatch(f, nil), newCmdForceUnlock(f, nil))
 	root.AddCommand(newCmdDemo(f, nil), newCmdState(f))
 	return root
 }

@@ -39,7 +39,7 @@ func TestRunAsGpulayer(t *testing.T) {
 
 // gpulayerProcess starts gpulayer with args in a child process, with
 // TMPDIR set to tmp.
-func gpulayerProcess(t *testing.T, tmp string, args ...string) (*exec.Cmd, *bufio.Scanner) {
+func gpulayerProcess(t testing.TB, tmp string, args ...string) (*exec.Cmd, *bufio.Scanner) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], append([]string{"-test.run=^TestRunAsGpulayer$", "--"}, args...)...)
 	cmd.Env = append(os.Environ(), runAsGpulayer+"=1", "TMPDIR="+tmp)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -58,13 +59,84 @@ func (p machineProcess) getenv(name string) (string, bool) {
 // variable; it is how a machine's processes are told from the others' on
 // the same computer.
 func machineProcesses(machine func(dir []byte) bool) []machineProcess {
+	var procs []machineProcess
+	for _, p := range walks.get() {
+		if machine(p.dir) {
+			procs = append(procs, p.machineProcess)
+		}
+	}
+	return procs
+}
+
+// walks coalesces the walks of /proc that machines make at the same
+// moment: every machine of a fleet probed at once runs nvidia-smi, whose
+// answer walks every process of this computer, where all the machines'
+// processes are (64 machines: 64 walks of the 64 machines' processes). A
+// walk serves every caller that asked before it began, so each still
+// sees what ran when it asked or later, and 64 callers cost a few walks.
+var walks processWalks
+
+type processWalks struct {
+	mu      sync.Mutex
+	running bool
+	// next is the walk the callers that asked while one ran wait for.
+	next *processWalk
+	// made counts the walks made, for the test that they are shared.
+	made int
+}
+
+type processWalk struct {
+	done  chan struct{}
+	procs []sandboxProcess
+}
+
+// sandboxProcess is a process started on a machine of some sandbox, and
+// that machine's directory.
+type sandboxProcess struct {
+	machineProcess
+	dir []byte
+}
+
+// get returns the processes of a walk begun after it was called.
+func (w *processWalks) get() []sandboxProcess {
+	w.mu.Lock()
+	if w.next == nil {
+		w.next = &processWalk{done: make(chan struct{})}
+	}
+	walk := w.next
+	if !w.running {
+		w.running, w.next = true, nil
+		go w.run(walk)
+	}
+	w.mu.Unlock()
+	<-walk.done
+	return walk.procs
+}
+
+// run makes walk, then the one callers asked for meanwhile, until none is
+// asked for.
+func (w *processWalks) run(walk *processWalk) {
+	for walk != nil {
+		walk.procs = walkProcesses()
+		close(walk.done)
+		w.mu.Lock()
+		w.made++
+		walk, w.next = w.next, nil
+		w.running = walk != nil
+		w.mu.Unlock()
+	}
+}
+
+// walkProcesses lists, by pid, the live processes other than this one
+// that carry GPULAYER_SANDBOX_MACHINE.
+func walkProcesses() []sandboxProcess {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
 	}
 	marker := []byte(machineEnv + "=")
 	self := os.Getpid()
-	var procs []machineProcess
+	var procs []sandboxProcess
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == self {
@@ -77,19 +149,20 @@ func machineProcesses(machine func(dir []byte) bool) []machineProcess {
 		if len(env) == 0 {
 			env = settledEnviron(pid)
 		}
+		var dir []byte
 		found := false
 		for kv := range bytes.SplitSeq(env, []byte{0}) {
-			if dir, ok := bytes.CutPrefix(kv, marker); ok && machine(dir) {
-				found = true
+			if d, ok := bytes.CutPrefix(kv, marker); ok {
+				dir, found = d, true
 				break
 			}
 		}
 		if !found || zombie(pid) {
 			continue
 		}
-		procs = append(procs, machineProcess{pid: pid, environ: env})
+		procs = append(procs, sandboxProcess{machineProcess: machineProcess{pid: pid, environ: env}, dir: dir})
 	}
-	slices.SortFunc(procs, func(a, b machineProcess) int { return a.pid - b.pid })
+	slices.SortFunc(procs, func(a, b sandboxProcess) int { return a.pid - b.pid })
 	return procs
 }
 

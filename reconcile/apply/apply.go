@@ -137,7 +137,9 @@ var ErrInterrupted = errors.New("apply interrupted; what was done is saved, and 
 // last refresh. Cancelling ctx stops starting new steps; the steps in
 // flight finish (each bounded by its own timeout) and are saved.
 func (e *Executor) Apply(ctx context.Context, st *state.State, p *reconcile.Plan, doc *facts.Document) (*Result, error) {
-	if st.Lineage != p.State.Lineage || st.Serial != p.State.Serial {
+	// A version that only renewed a watcher's lease since holds what the
+	// plan was made from.
+	if !st.Holds(p.State.Lineage, p.State.Serial) {
 		return nil, fmt.Errorf("saved plan is stale: it was made from state serial %d (lineage %q), and state is now at serial %d (lineage %q); make a new plan",
 			p.State.Serial, p.State.Lineage, st.Serial, st.Lineage)
 	}
@@ -433,15 +435,28 @@ func (r *run) stopJob(ctx context.Context, c reconcile.JobChange) {
 	r.mu.Lock()
 	r.priors[c.Job] = prior
 	r.mu.Unlock()
+	now := r.e.now().UTC()
 	r.sv.update(func(st *state.State) {
-		if c.Action == reconcile.ActionStop && c.Run != nil {
+		switch {
+		case c.Action == reconcile.ActionStop && c.Run != nil:
 			// The run ended: the job stays, as it ended (or
 			// restarting), so that it is not launched again.
 			if j := st.Job(c.Job); j != nil && j.RunID == prior.RunID {
 				j.Status = state.JobRunning
 				RecordRun(j, c.Run)
 			}
-		} else {
+		case c.Action != reconcile.ActionReplace && c.Run != nil && c.Run.Restart:
+			// A restart that cannot be placed now (it waits for GPUs,
+			// or for the machines this apply creates): the job stays,
+			// restarting and due, so that the launch that follows keeps
+			// its restart counts and its history.
+			if j := st.Job(c.Job); j != nil && j.RunID == prior.RunID {
+				rep := *c.Run
+				rep.State, rep.RestartAt = state.JobRestarting, &now
+				j.Status = state.JobRunning
+				RecordRun(j, &rep)
+			}
+		default:
 			st.RemoveJob(c.Job)
 		}
 		if len(failed) > 0 {

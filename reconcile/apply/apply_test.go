@@ -21,6 +21,7 @@ import (
 	"github.com/gpulayer/gpulayer/reconcile/probe"
 	"github.com/gpulayer/gpulayer/reconcile/state"
 	"github.com/gpulayer/gpulayer/ssh"
+	"github.com/gpulayer/gpulayer/ssh/sshtest"
 )
 
 // fleet is a sandbox of n machines with the given jobs beside its
@@ -570,5 +571,78 @@ job "JOB" {
 	}
 	if c := doc.Hosts[0].GPUs[0].Claim; c == nil || c.Job != "team-a" || c.Lineage != resA.State.Lineage {
 		t.Errorf("facts claim %+v", c)
+	}
+}
+
+// TestARestartThatMustWaitKeepsItsCountsAndHistory: a failed run whose
+// restart cannot be placed (another process took one of its GPUs) stays
+// in state, restarting, with its run in no history yet; once the GPU is
+// free the restart is launched with its restart counted and the failed
+// run in its history.
+func TestARestartThatMustWaitKeepsItsCountsAndHistory(t *testing.T) {
+	f := newFleet(t, 1)
+	m := f.sb.Machines[0]
+	cfg := f.jobs(`
+job "retry" {
+  nodes         = 1
+  gpus_per_node = ` + strconv.Itoa(len(m.GPUUUIDs)) + `
+  launcher      = "plain"
+  stop_timeout  = "2s"
+  command       = ["sh", "-c", "sleep 1; exit 3"]
+  restart {
+    attempts = 2
+    delay    = "0s"
+  }
+}
+`)
+	ctx := context.Background()
+	if _, res, err := f.apply(ctx, cfg); err != nil || res.Launched != 1 {
+		t.Fatalf("apply: %v %+v", err, res)
+	}
+	machines, err := probe.Machines(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := machines[0].Target
+	// A stranger takes GPU 0 as soon as the run has ended.
+	waitFor(t, "the run to end", func() bool {
+		st, err := f.st.Load(ctx)
+		return err == nil && len(runProcesses(st.Job("retry").RunID)) == 0
+	})
+	res, err := f.pool.Run(ctx, target, "CUDA_VISIBLE_DEVICES=0 setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranger, err := strconv.Atoi(strings.TrimSpace(string(res.Stdout)))
+	if err != nil {
+		t.Fatalf("the stranger's pid: %q", res.Stdout)
+	}
+	t.Cleanup(func() { syscall.Kill(stranger, syscall.SIGKILL) })
+
+	p, result, err := f.apply(ctx, cfg)
+	c := p.Job("retry")
+	if err != nil || c.Action != reconcile.ActionWaiting || c.Run == nil || !c.Run.Restart {
+		t.Fatalf("with GPU 0 taken: %v, %+v", err, c)
+	}
+	j := result.State.Job("retry")
+	if j == nil || j.Status != state.JobRestarting || j.EndReason != reconcile.EndFailed || j.Restarts != 0 || len(j.History) != 0 {
+		t.Fatalf("a restart that waits: state %+v, want the job kept, restarting, nothing counted yet", j)
+	}
+	failedRun := j.RunID
+	if p, _, _ := f.plan(cfg); p.HasChanges() || p.Job("retry").Action != reconcile.ActionWaiting {
+		t.Errorf("the restart still waits: %+v, want a wait with nothing to stop", p.Job("retry"))
+	}
+
+	if err := syscall.Kill(stranger, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the stranger to go", func() bool { return !sshtest.ProcessRuns(stranger) })
+	p, result, err = f.apply(ctx, cfg)
+	if err != nil || p.Job("retry").Action != reconcile.ActionReplace || result.Replaced != 1 {
+		t.Fatalf("once GPU 0 is free: %v, %+v, %+v", err, p.Job("retry"), result)
+	}
+	j = result.State.Job("retry")
+	if j.Restarts != 1 || len(j.History) != 1 || j.History[0].RunID != failedRun || j.History[0].Status != state.JobFailed {
+		t.Errorf("the restart: restarts %d, history %+v; want 1 and the failed run %s", j.Restarts, j.History, failedRun)
 	}
 }

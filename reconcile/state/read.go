@@ -196,6 +196,9 @@ func check(s *State) string {
 		}
 		jobs[j.Name] = true
 	}
+	if s.Watcher != nil && s.Watcher.ID == "" {
+		return "has a watcher lease with no id"
+	}
 	type key struct{ fleet, name string }
 	machines := make(map[key]bool, len(s.Machines))
 	for _, m := range s.Machines {

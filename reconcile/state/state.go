@@ -38,6 +38,9 @@ type State struct {
 	Machines []Machine `json:"machines"`
 	// Facts are what the last refresh found; nil before the first one.
 	Facts *facts.Document `json:"facts,omitempty"`
+	// Watcher is the lease of the gpulayer watch that supervises the
+	// jobs (watcher.go); nil when none ever ran.
+	Watcher *Watcher `json:"watcher,omitempty"`
 }
 
 // New is an empty state of the current format, with no lineage yet (Save
@@ -54,6 +57,10 @@ func (s *State) Clone() *State {
 	c.Jobs = cloneJobs(s.Jobs)
 	c.Leftovers = cloneJobs(s.Leftovers)
 	c.Machines = slices.Clone(s.Machines)
+	if s.Watcher != nil {
+		w := *s.Watcher
+		c.Watcher = &w
+	}
 	for i := range c.Machines {
 		c.Machines[i].HostKeys = slices.Clone(c.Machines[i].HostKeys)
 		if p := c.Machines[i].Physical; p != nil {
