@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/gpulayer/gpulayer/internal/codetree"
 	"github.com/gpulayer/gpulayer/reconcile/launch"
 	"github.com/gpulayer/gpulayer/reconcile/state"
 	"github.com/gpulayer/gpulayer/ssh"
@@ -74,6 +76,17 @@ func (r *run) upload(ctx context.Context, spec state.JobSpec, job state.Job) *La
 		}
 	}
 	slices.Sort(hosts)
+	// Machines that need the code all get the same bytes: the stream is
+	// compressed once, into a temporary file, when the first of them asks
+	// (compressing it once per machine is what made an upload to many
+	// machines slower than tar | ssh), and streamed as it is made when
+	// only one machine needs it.
+	write := tree.WriteTar
+	if len(hosts) > 1 {
+		a := &sharedArchive{tree: tree}
+		defer a.remove()
+		write = a.writeTo
+	}
 	var mu sync.Mutex
 	var failure *LaunchError
 	each(ctx, hosts, func(ctx context.Context, host string) {
@@ -85,7 +98,7 @@ func (r *run) upload(ctx context.Context, spec state.JobSpec, job state.Job) *La
 				ev.Step, ev.Detail = StepUploaded, "code already on the machine"
 			}
 			r.progress(ev)
-		}, tree.WriteTar)
+		}, write)
 		if err != nil {
 			ev.Step, ev.Detail = StepFailed, err.Error()
 			r.progress(ev)
@@ -101,6 +114,49 @@ func (r *run) upload(ctx context.Context, spec state.JobSpec, job state.Job) *La
 		failure = &LaunchError{Job: job.Name, Rank: 0, Host: "-", Err: errors.New("interrupted while sending its code")}
 	}
 	return failure
+}
+
+// sharedArchive is a tree's compressed stream, made once for every machine
+// that needs it.
+type sharedArchive struct {
+	tree *codetree.Tree
+	once sync.Once
+	path string
+	err  error
+}
+
+// writeTo copies the archive to w, making it first if no machine has.
+func (a *sharedArchive) writeTo(w io.Writer) error {
+	a.once.Do(func() {
+		f, err := os.CreateTemp("", "gpulayer-code-*.tar.gz")
+		if err != nil {
+			a.err = err
+			return
+		}
+		a.path = f.Name()
+		if err := a.tree.WriteTar(f); err != nil {
+			f.Close()
+			a.err = err
+			return
+		}
+		a.err = f.Close()
+	})
+	if a.err != nil {
+		return a.err
+	}
+	f, err := os.Open(a.path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(w, f)
+	return err
+}
+
+func (a *sharedArchive) remove() {
+	if a.path != "" {
+		os.Remove(a.path)
+	}
 }
 
 // uploadTo checks whether host has the code and, when not, streams it
