@@ -48,6 +48,7 @@ import (
 	"github.com/gpulayer/gpulayer/config"
 	"github.com/gpulayer/gpulayer/internal/codetree"
 	"github.com/gpulayer/gpulayer/providers/sandbox"
+	"github.com/gpulayer/gpulayer/reconcile/apply"
 	"github.com/gpulayer/gpulayer/reconcile/launch"
 	"github.com/gpulayer/gpulayer/reconcile/probe"
 	"github.com/gpulayer/gpulayer/ssh"
@@ -290,6 +291,10 @@ func gpulayerUpload(machines []probe.Machine, tree *codetree.Tree, job string, p
 	pool := ssh.NewPool(ssh.Options{Parallelism: par})
 	defer pool.Close()
 	var sent atomic.Int64
+	// The stream is compressed once and its bytes sent to each machine,
+	// as apply does (apply.SharedArchive).
+	write, remove := apply.SharedArchive(tree)
+	defer remove()
 	err := fanOut(machines, par, func(m probe.Machine) error {
 		ctx := context.Background()
 		res, err := pool.Run(ctx, m.Target, "sh -s -- gpulayer-has-code "+ssh.Quote(job), strings.NewReader(launch.HasCodeScript(job, tree.Hash)))
@@ -300,7 +305,7 @@ func gpulayerUpload(machines []probe.Machine, tree *codetree.Tree, job string, p
 			return nil
 		}
 		pr, pw := io.Pipe()
-		go func() { pw.CloseWithError(tree.WriteTar(counter{pw, &sent})) }()
+		go func() { pw.CloseWithError(write(counter{pw, &sent})) }()
 		res, err = pool.Run(ctx, m.Target, launch.UploadCommand(job, tree.Hash), pr)
 		pr.CloseWithError(io.ErrClosedPipe)
 		if err != nil {

@@ -83,9 +83,9 @@ func (r *run) upload(ctx context.Context, spec state.JobSpec, job state.Job) *La
 	// only one machine needs it.
 	write := tree.WriteTar
 	if len(hosts) > 1 {
-		a := &sharedArchive{tree: tree}
-		defer a.remove()
-		write = a.writeTo
+		var remove func()
+		write, remove = SharedArchive(tree)
+		defer remove()
 	}
 	var mu sync.Mutex
 	var failure *LaunchError
@@ -114,6 +114,15 @@ func (r *run) upload(ctx context.Context, spec state.JobSpec, job state.Job) *La
 		failure = &LaunchError{Job: job.Name, Rank: 0, Host: "-", Err: errors.New("interrupted while sending its code")}
 	}
 	return failure
+}
+
+// SharedArchive is a writer of tree's compressed stream that makes it once,
+// into a temporary file, when first called, and copies those bytes on
+// every call after: what apply sends each machine of a job that needs its
+// code. remove deletes the file.
+func SharedArchive(tree *codetree.Tree) (write func(io.Writer) error, remove func()) {
+	a := &sharedArchive{tree: tree}
+	return a.writeTo, a.remove
 }
 
 // sharedArchive is a tree's compressed stream, made once for every machine
