@@ -327,7 +327,9 @@ func TestWatchLeavesConfigurationChangesToApplyAndSavedPlansStayValid(t *testing
 	mustApply(t, dir)
 	cmd, events := watchProcess(t, dir, "--forever")
 	nextEvent(t, events, 60*time.Second, "the watch to start", isEvent("", "watching"))
-	writeFile(t, filepath.Join(sb.Dir, "jobs.hcl"), sleeperJob+`
+	// Replaced whole, as an editor saves: the watcher reads the
+	// configuration every round and must not catch it half written.
+	writeAtomically(t, filepath.Join(sb.Dir, "jobs.hcl"), sleeperJob+`
 job "eval" {
   nodes         = 1
   gpus_per_node = 1
@@ -454,5 +456,12 @@ job "slow" {
 	}
 	if j := loadState(t, dir).Job("slow"); j.Status != state.JobFailed || j.EndReason != "deadline_exceeded" || len(runProcesses(run.RunID)) != 0 {
 		t.Errorf("after the deadline: %+v, processes %v", j, runProcesses(run.RunID))
+	}
+}
+
+func writeAtomically(t *testing.T, path, text string) {
+	t.Helper()
+	if err := writeFileAtomic(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
