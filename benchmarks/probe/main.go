@@ -31,6 +31,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gpulayer/gpulayer/benchmarks/internal/stats"
 	"github.com/gpulayer/gpulayer/config"
 	"github.com/gpulayer/gpulayer/providers/sandbox"
 	"github.com/gpulayer/gpulayer/reconcile/facts"
@@ -148,7 +149,7 @@ func benchSize(self string, n, runs, par int, commands []string, shell string) (
 				}
 				r.Run = run
 				r.Shell = shell
-				r.Load1 = load1()
+				r.Load1 = stats.Load1()
 				if r.OK != n {
 					return nil, fmt.Errorf("%s %s: %d of %d hosts answered", c, command, r.OK, n)
 				}
@@ -383,39 +384,13 @@ func summarize(w io.Writer, rs []result) {
 			if len(g) == 0 {
 				continue
 			}
-			gw := median(g, func(r result) float64 { return r.WallSeconds })
-			ow := median(o, func(r result) float64 { return r.WallSeconds })
+			gw := stats.Median(g, func(r result) float64 { return r.WallSeconds })
+			ow := stats.Median(o, func(r result) float64 { return r.WallSeconds })
 			fmt.Fprintf(w, "%-6d  %-8s  %-14s  %-14s  %-9s  %-16s  %-16s  %.1f\n", n, command,
 				fmt.Sprintf("%.3f s", gw), fmt.Sprintf("%.3f s", ow), fmt.Sprintf("%.2fx", gw/ow),
-				fmt.Sprintf("%.1f MiB", median(g, func(r result) float64 { return r.MaxRSSMiB })),
-				fmt.Sprintf("%.2f s", median(o, func(r result) float64 { return r.CPUSeconds })),
-				median(append(g[:len(g):len(g)], o...), func(r result) float64 { return r.Load1 }))
+				fmt.Sprintf("%.1f MiB", stats.Median(g, func(r result) float64 { return r.MaxRSSMiB })),
+				fmt.Sprintf("%.2f s", stats.Median(o, func(r result) float64 { return r.CPUSeconds })),
+				stats.Median(append(g[:len(g):len(g)], o...), func(r result) float64 { return r.Load1 }))
 		}
 	}
-}
-
-// load1 is the 1-minute load average, or 0 where /proc does not say.
-func load1() float64 {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return 0
-	}
-	f, _, _ := strings.Cut(string(b), " ")
-	v, _ := strconv.ParseFloat(f, 64)
-	return v
-}
-
-func median(rs []result, f func(result) float64) float64 {
-	if len(rs) == 0 {
-		return 0
-	}
-	v := make([]float64, len(rs))
-	for i, r := range rs {
-		v[i] = f(r)
-	}
-	sort.Float64s(v)
-	if len(v)%2 == 1 {
-		return v[len(v)/2]
-	}
-	return (v[len(v)/2-1] + v[len(v)/2]) / 2
 }

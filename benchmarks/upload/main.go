@@ -45,6 +45,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gpulayer/gpulayer/benchmarks/internal/stats"
 	"github.com/gpulayer/gpulayer/config"
 	"github.com/gpulayer/gpulayer/internal/codetree"
 	"github.com/gpulayer/gpulayer/providers/sandbox"
@@ -206,7 +207,7 @@ func benchSize(self, work, src string, tree *codetree.Tree, n, rounds, par int) 
 	base := result{Hosts: n, Parallelism: par, Files: len(tree.Files), TreeMiB: float64(tree.Size) / (1 << 20)}
 	var out []result
 	emit := func(r result) {
-		r.Load1 = load1()
+		r.Load1 = stats.Load1()
 		b, _ := json.Marshal(r)
 		fmt.Println(string(b))
 		out = append(out, r)
@@ -414,7 +415,7 @@ func benchHash(work string, files int, size int64, rounds int) ([]result, error)
 		if round == 0 {
 			continue
 		}
-		r := result{What: "hash", Round: round, Files: len(tree.Files), TreeMiB: float64(tree.Size) / (1 << 20), WallSeconds: wall.Seconds(), Load1: load1()}
+		r := result{What: "hash", Round: round, Files: len(tree.Files), TreeMiB: float64(tree.Size) / (1 << 20), WallSeconds: wall.Seconds(), Load1: stats.Load1()}
 		b, _ := json.Marshal(r)
 		fmt.Println(string(b))
 		out = append(out, r)
@@ -463,51 +464,17 @@ func summarize(w io.Writer, rs []result) {
 	fmt.Fprintf(w, "\n# medians\n%-6s  %-14s  %-14s  %-7s  %-18s  %-18s  %s\n", "hosts", "gpulayer wall", "openssh wall", "ratio", "gpulayer sent", "second upload", "load1")
 	for _, n := range sizes {
 		g, o, re := groups[key{"upload", "gpulayer", n}], groups[key{"upload", "openssh", n}], groups[key{"reupload", "gpulayer", n}]
-		gw, ow := median(g, wall), median(o, wall)
+		gw, ow := stats.Median(g, wall), stats.Median(o, wall)
 		second := "-"
 		if len(re) > 0 {
 			second = fmt.Sprintf("%.3f s, %d B", re[0].WallSeconds, re[0].SentBytes)
 		}
 		fmt.Fprintf(w, "%-6d  %-14s  %-14s  %-7s  %-18s  %-18s  %.1f\n", n, fmt.Sprintf("%.3f s", gw), fmt.Sprintf("%.3f s", ow), fmt.Sprintf("%.2fx", gw/ow),
-			fmt.Sprintf("%.1f MiB", median(g, func(r result) float64 { return float64(r.SentBytes) / (1 << 20) })), second,
-			median(append(g[:len(g):len(g)], o...), func(r result) float64 { return r.Load1 }))
+			fmt.Sprintf("%.1f MiB", stats.Median(g, func(r result) float64 { return float64(r.SentBytes) / (1 << 20) })), second,
+			stats.Median(append(g[:len(g):len(g)], o...), func(r result) float64 { return r.Load1 }))
 	}
 	if h := groups[key{"hash", "", 0}]; len(h) > 0 {
 		fmt.Fprintf(w, "\nhash at plan time: %.0f MiB in %d files, median %.3f s (min %.3f s) over %d rounds\n",
-			h[0].TreeMiB, h[0].Files, median(h, wall), minOf(h, wall), len(h))
+			h[0].TreeMiB, h[0].Files, stats.Median(h, wall), stats.Min(h, wall), len(h))
 	}
-}
-
-func minOf(rs []result, f func(result) float64) float64 {
-	m := f(rs[0])
-	for _, r := range rs[1:] {
-		m = min(m, f(r))
-	}
-	return m
-}
-
-// load1 is the 1-minute load average, or 0 where /proc does not say.
-func load1() float64 {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return 0
-	}
-	f, _, _ := strings.Cut(string(b), " ")
-	v, _ := strconv.ParseFloat(f, 64)
-	return v
-}
-
-func median(rs []result, f func(result) float64) float64 {
-	if len(rs) == 0 {
-		return 0
-	}
-	v := make([]float64, len(rs))
-	for i, r := range rs {
-		v[i] = f(r)
-	}
-	sort.Float64s(v)
-	if len(v)%2 == 1 {
-		return v[len(v)/2]
-	}
-	return (v[len(v)/2-1] + v[len(v)/2]) / 2
 }
