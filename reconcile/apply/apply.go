@@ -360,13 +360,22 @@ func (r *run) stopNodes(ctx context.Context, job, runID string, nodes []state.No
 		go func() {
 			defer wg.Done()
 			s := launch.Stop{RunID: runID, Grace: grace}
+			legacy := false
 			for _, m := range nodes {
 				if m.Host == n.Host {
 					s.Ranks = append(s.Ranks, m.Rank)
 					if m.Process != nil {
 						s.PID, s.StartTime = m.Process.PID, m.Process.StartTime
 					}
+					// A node recorded without reach was launched by a
+					// gpulayer before GPULAYER_NODE_ID (the two came
+					// together): its processes carry the run id only, so
+					// the sweep must look for that.
+					legacy = legacy || m.Reach == nil
 				}
+			}
+			if legacy {
+				s.Ranks = nil
 			}
 			r.progress(Event{Job: job, Run: runID, Rank: n.Rank, Host: n.Host, Step: StepStopping})
 			// A stop reaches the machine the node was launched on, even

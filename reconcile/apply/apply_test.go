@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -645,4 +646,43 @@ job "retry" {
 	if j.Restarts != 1 || len(j.History) != 1 || j.History[0].RunID != failedRun || j.History[0].Status != state.JobFailed {
 		t.Errorf("the restart: restarts %d, history %+v; want 1 and the failed run %s", j.Restarts, j.History, failedRun)
 	}
+}
+
+// TestAStopOfARunLaunchedBeforeNodeIDsSweepsByRunID: a run a gpulayer
+// before GPULAYER_NODE_ID launched (its nodes recorded without reach) has
+// processes that carry only GPULAYER_RUN_ID; one outside the leader's
+// group and tree is still found by the stop's sweep.
+func TestAStopOfARunLaunchedBeforeNodeIDsSweepsByRunID(t *testing.T) {
+	f := newFleet(t, 1)
+	cfg := f.jobs(`
+job "old" {
+  nodes         = 1
+  gpus_per_node = 1
+  launcher      = "plain"
+  stop_timeout  = "1s"
+  command       = ["sleep", "300"]
+}
+`)
+	_, res, err := f.apply(context.Background(), cfg)
+	if err != nil || res.Launched != 1 {
+		t.Fatalf("apply: %v %+v", err, res)
+	}
+	st := res.State.Clone()
+	j := st.Job("old")
+	j.Nodes[0].Reach = nil
+	if err := f.st.Save(context.Background(), st, st.Serial); err != nil {
+		t.Fatal(err)
+	}
+	stray := exec.Command("sleep", "300")
+	stray.Env = []string{"GPULAYER_RUN_ID=" + j.RunID}
+	stray.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := stray.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer stray.Process.Kill()
+	go stray.Wait()
+	if _, res, err = f.apply(context.Background(), f.jobs("")); err != nil || res.Stopped != 1 {
+		t.Fatalf("stop: %v %+v", err, res)
+	}
+	waitFor(t, "the stray process of the old run to end", func() bool { return len(runProcesses(j.RunID)) == 0 })
 }
