@@ -214,6 +214,10 @@ func (pl *planner) lifecycle(v *verdict) bool {
 		rep.EndedAt, rep.Record = &t, true
 		pl.decideEnded(v, rep, alive > 0 || unknown > 0)
 	}
+	stall := ""
+	if unknown == 0 && alive == len(j.Nodes) {
+		stall = pl.stalled(j, time.Duration(lc.StallTimeout))
+	}
 	switch {
 	case lost != nil:
 		ended(state.JobLost, EndLost, lostWhy)
@@ -244,8 +248,8 @@ func (pl *planner) lifecycle(v *verdict) bool {
 		v.keep, v.healthy = true, true
 	case time.Duration(lc.Deadline) > 0 && !now.Before(j.LaunchedAt.Add(time.Duration(lc.Deadline))):
 		ended(state.JobFailed, EndDeadline, fmt.Sprintf("still running %s after its launch (deadline)", time.Duration(lc.Deadline)))
-	case unknown == 0 && pl.stalled(j, time.Duration(lc.StallTimeout)) != "":
-		ended(state.JobFailed, EndStalled, pl.stalled(j, time.Duration(lc.StallTimeout)))
+	case stall != "":
+		ended(state.JobFailed, EndStalled, stall)
 	default:
 		// Still running: the checks of a running job (its GPUs taken by a
 		// stranger, its host moved) still replace it; a host that did not
