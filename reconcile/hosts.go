@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/gpulayer/gpulayer/config"
+	"github.com/gpulayer/gpulayer/placement"
 	"github.com/gpulayer/gpulayer/reconcile/facts"
 	"github.com/gpulayer/gpulayer/reconcile/state"
 	"github.com/gpulayer/gpulayer/topology"
@@ -19,7 +20,7 @@ type host struct {
 	facts *facts.Host
 	// problem is why the facts cannot be used ("" when they can).
 	problem *HostProblem
-	loc     topology.Location
+	loc     placement.Location
 	trusted bool
 	// matrix is the facts' GPU link matrix, one pointer for every host
 	// whose matrix is the same (see interned).
@@ -69,11 +70,11 @@ func hostsOf(cfg *config.Config, doc *facts.Document) (map[string]*host, []strin
 // still places hosts where the configuration now says. Declared hosts are
 // never trusted: only a provider's record is (ADR-0021, security note), and
 // a created machine's location is that record alone.
-func hostLocation(f *config.Fleet, h *config.Host, fh *facts.Host) (topology.Location, bool) {
+func hostLocation(f *config.Fleet, h *config.Host, fh *facts.Host) (placement.Location, bool) {
 	if h.Created {
 		// A provider's record: trusted, whatever the machine claims.
 		l := h.OwnLocation
-		return topology.Location{Region: l.Region, Zone: l.Zone, NetworkGroup: l.NetworkGroup}, true
+		return placement.Location{Region: l.Region, Zone: l.Zone, NetworkGroup: l.NetworkGroup}, true
 	}
 	var gce facts.LocationClaim
 	if fh != nil && fh.Location.Source == facts.SourceGCEMetadata {
@@ -83,11 +84,11 @@ func hostLocation(f *config.Fleet, h *config.Host, fh *facts.Host) (topology.Loc
 	loc := facts.ResolveLocation(gce,
 		facts.LocationClaim{Source: facts.SourceHost, Region: own.Region, Zone: own.Zone, NetworkGroup: own.NetworkGroup},
 		facts.LocationClaim{Source: facts.SourceFleet, Region: fleet.Region, Zone: fleet.Zone, NetworkGroup: fleet.NetworkGroup})
-	return topology.Location{Region: loc.Region, Zone: loc.Zone, NetworkGroup: loc.NetworkGroup}, false
+	return placement.Location{Region: loc.Region, Zone: loc.Zone, NetworkGroup: loc.NetworkGroup}, false
 }
 
 // stateLocation is a topology location as state records it.
-func stateLocation(l topology.Location) state.Location {
+func stateLocation(l placement.Location) state.Location {
 	return state.Location{Region: l.Region, Zone: l.Zone, NetworkGroup: l.NetworkGroup}
 }
 

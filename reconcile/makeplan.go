@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpulayer/gpulayer/config"
+	"github.com/gpulayer/gpulayer/placement"
 	"github.com/gpulayer/gpulayer/reconcile/facts"
 	"github.com/gpulayer/gpulayer/reconcile/state"
 	"github.com/gpulayer/gpulayer/topology"
@@ -67,7 +68,7 @@ type Input struct {
 // is wrong with it, and replaced otherwise, with every reason that
 // applies. Then the GPUs of the jobs to be stopped or replaced are freed,
 // and those of kept jobs held. Last, the jobs to place go through one
-// topology.ScheduleAll pass, so no two placements share a GPU: jobs
+// placement.ScheduleAll pass, so no two placements share a GPU: jobs
 // already in state first (a replacement keeps its turn ahead of new
 // work), then new ones, each group in name order. A job that is replaced
 // only because its configuration changed, whose processes all still run,
@@ -137,7 +138,7 @@ type verdict struct {
 	alive []*bool
 	// unplaced is the decision that kept a healthy job running its old
 	// configuration: its new one could not be placed.
-	unplaced *topology.Decision
+	unplaced *placement.Decision
 	// run is the lifecycle pass's report on the job's run (nil when it
 	// has nothing to say); ended says the run is over, so it holds no
 	// GPU; stopOnly that what may still run of it is stopped, and the job
@@ -423,7 +424,7 @@ func foreignWords(fh *facts.Host, gpus []int, runID string) string {
 }
 
 func locationWords(l state.Location) string {
-	s := topology.Location{Region: l.Region, Zone: l.Zone, NetworkGroup: l.NetworkGroup}.String()
+	s := placement.Location{Region: l.Region, Zone: l.Zone, NetworkGroup: l.NetworkGroup}.String()
 	if s == "" {
 		return "no location"
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/gpulayer/gpulayer/config"
+	"github.com/gpulayer/gpulayer/placement"
 	"github.com/gpulayer/gpulayer/reconcile/facts"
 	"github.com/gpulayer/gpulayer/topology"
 )
@@ -13,7 +14,7 @@ import (
 // place frees and holds GPUs as the verdicts say, places the jobs to place
 // in one ScheduleAll pass, and writes every job's change.
 func (pl *planner) place() {
-	var decisions map[string]topology.Decision
+	var decisions map[string]placement.Decision
 	for {
 		decisions = pl.schedule()
 		// A healthy job replaced only for its configuration keeps running
@@ -22,7 +23,7 @@ func (pl *planner) place() {
 		again := false
 		for _, v := range pl.verdicts {
 			if v.place && v.prior != nil && v.healthy && onlyConfigChanged(v.reasons) &&
-				decisions[v.name].Status != topology.StatusPlaced {
+				decisions[v.name].Status != placement.StatusPlaced {
 				d := decisions[v.name]
 				v.place, v.keep, v.unplaced = false, true, &d
 				again = true
@@ -51,7 +52,7 @@ func onlyConfigChanged(rs []Reason) bool {
 
 // schedule builds the workers (GPUs of jobs that keep running held, those
 // of jobs that stop or are replaced freed) and places the jobs to place.
-func (pl *planner) schedule() map[string]topology.Decision {
+func (pl *planner) schedule() map[string]placement.Decision {
 	released := map[string]bool{} // run ids whose GPUs are given back
 	held := map[string][]int{}    // host -> GPUs kept jobs hold
 	kept := map[string]int{}      // host -> kept job nodes on it
@@ -68,7 +69,7 @@ func (pl *planner) schedule() map[string]topology.Decision {
 			released[v.prior.RunID] = true
 		}
 	}
-	var workers []topology.Worker
+	var workers []placement.Worker
 	for _, name := range pl.hostNames {
 		h := pl.hosts[name]
 		if _, gone := pl.machineGone[name]; gone || !h.usable() {
@@ -77,13 +78,13 @@ func (pl *planner) schedule() map[string]topology.Decision {
 		workers = append(workers, worker(h, released, held[name], kept[name], pl.st.Lineage))
 	}
 	// Jobs already in state go first, then new ones; each in name order.
-	var reqs []topology.Request
+	var reqs []placement.Request
 	var order []*verdict
 	for pass := 0; pass < 2; pass++ {
 		for _, v := range pl.verdicts {
 			if v.place && (v.prior != nil) == (pass == 0) {
-				reqs = append(reqs, topology.Request{
-					Job: topology.Job{Name: v.name, Nodes: v.spec.Nodes, GPUsPerNode: v.spec.GPUsPerNode,
+				reqs = append(reqs, placement.Request{
+					Job: placement.Job{Name: v.name, Nodes: v.spec.Nodes, GPUsPerNode: v.spec.GPUsPerNode,
 						Torchrun: v.spec.Launcher == config.LauncherTorchrun},
 					Policy: Policy(v.spec.Policy),
 				})
@@ -91,8 +92,8 @@ func (pl *planner) schedule() map[string]topology.Decision {
 			}
 		}
 	}
-	out := map[string]topology.Decision{}
-	for i, d := range topology.ScheduleAll(reqs, workers) {
+	out := map[string]placement.Decision{}
+	for i, d := range placement.ScheduleAll(reqs, workers) {
 		out[order[i].name] = d
 	}
 	return out
@@ -102,9 +103,9 @@ func (pl *planner) schedule() map[string]topology.Decision {
 // process uses it, or only processes of released runs, no kept job holds
 // it, and no other configuration (another state lineage than lineage)
 // claims it on the machine.
-func worker(h *host, released map[string]bool, held []int, keptNodes int, lineage string) topology.Worker {
+func worker(h *host, released map[string]bool, held []int, keptNodes int, lineage string) placement.Worker {
 	fh := h.facts
-	w := topology.Worker{
+	w := placement.Worker{
 		ID:              h.cfg.Name,
 		Location:        h.loc,
 		LocationTrusted: h.trusted,
@@ -226,7 +227,7 @@ func (pl *planner) claimWarnings() {
 }
 
 // change writes a job's part of the plan from its verdict and decision.
-func (pl *planner) change(v *verdict, decisions map[string]topology.Decision) JobChange {
+func (pl *planner) change(v *verdict, decisions map[string]placement.Decision) JobChange {
 	c := JobChange{
 		Job:         v.name,
 		Reasons:     v.reasons,
@@ -272,7 +273,7 @@ func (pl *planner) change(v *verdict, decisions map[string]topology.Decision) Jo
 		d := decisions[v.name]
 		c.Decision = &Decision{Status: d.Status, Summary: d.Summary}
 		switch d.Status {
-		case topology.StatusPlaced:
+		case placement.StatusPlaced:
 			c.Action = ActionCreate
 			if v.prior != nil {
 				c.Action, c.StopPrior = ActionReplace, true
@@ -285,7 +286,7 @@ func (pl *planner) change(v *verdict, decisions map[string]topology.Decision) Jo
 			// that waits has nothing left to stop.
 			c.Action, c.StopPrior = ActionWaiting, v.prior != nil && !v.prior.Ended()
 			code := ReasonUnschedulableNow
-			if d.Status == topology.StatusFailed {
+			if d.Status == placement.StatusFailed {
 				c.Action, code = ActionFailed, ReasonUnschedulable
 			}
 			if v.prior == nil {
@@ -317,12 +318,12 @@ func (pl *planner) prior(v *verdict) *PriorJob {
 // recordedPlacement is a kept job's placement as state records it, with
 // links and NUMA from the current facts where the host has them.
 func (pl *planner) recordedPlacement(v *verdict) *Placement {
-	out := &Placement{Level: topology.LevelAny, Nodes: []PlacedNode{}}
+	out := &Placement{Level: placement.LevelAny, Nodes: []PlacedNode{}}
 	for i, n := range v.prior.Nodes {
 		pn := PlacedNode{
 			Rank: n.Rank, Host: n.Host, Fleet: n.Fleet, Address: n.Address, Port: n.Port,
 			GPUs: slices.Clone(n.GPUs), GPUUUIDs: slices.Clone(n.GPUUUIDs),
-			Location: topology.Location{Region: n.Location.Region, Zone: n.Location.Zone, NetworkGroup: n.Location.NetworkGroup},
+			Location: placement.Location{Region: n.Location.Region, Zone: n.Location.Zone, NetworkGroup: n.Location.NetworkGroup},
 		}
 		if h := pl.hosts[n.Host]; h != nil {
 			pn.LocationTrusted = h.trusted
@@ -337,18 +338,18 @@ func (pl *planner) recordedPlacement(v *verdict) *Placement {
 		}
 	}
 	// The level is the tightest every node shares.
-	for _, l := range []topology.Level{topology.LevelNetworkGroup, topology.LevelZone, topology.LevelRegion} {
+	for _, l := range []placement.Level{placement.LevelNetworkGroup, placement.LevelZone, placement.LevelRegion} {
 		if shared(out.Nodes, l) {
 			out.Level = l
 			out.Location = out.Location.Upto(l)
 			return out
 		}
 	}
-	out.Location = topology.Location{}
+	out.Location = placement.Location{}
 	return out
 }
 
-func shared(nodes []PlacedNode, l topology.Level) bool {
+func shared(nodes []PlacedNode, l placement.Level) bool {
 	if len(nodes) == 0 || nodes[0].Location.At(l) == "" {
 		return false
 	}
@@ -362,7 +363,7 @@ func shared(nodes []PlacedNode, l topology.Level) bool {
 
 // newPlacement is a placed decision with each node's host, address and
 // GPU details.
-func (pl *planner) newPlacement(d topology.Decision) *Placement {
+func (pl *planner) newPlacement(d placement.Decision) *Placement {
 	out := &Placement{Level: d.Level, Location: d.Location.Upto(d.Level), TorchVersion: d.TorchVersion, Nodes: []PlacedNode{}}
 	for _, w := range d.Workers {
 		h := pl.hosts[w.Worker]

@@ -3,7 +3,7 @@ package reconcile
 import (
 	"time"
 
-	"github.com/gpulayer/gpulayer/topology"
+	"github.com/gpulayer/gpulayer/placement"
 )
 
 // PlanFormatVersion is the version of the plan document (docs/plan.md). A
@@ -175,10 +175,10 @@ type PriorNode struct {
 type Placement struct {
 	// Level is the locality level the group shares, and Location the
 	// group's location at that level.
-	Level        topology.Level    `json:"level"`
-	Location     topology.Location `json:"location"`
-	TorchVersion string            `json:"torch_version,omitempty"`
-	Nodes        []PlacedNode      `json:"nodes"`
+	Level        placement.Level    `json:"level"`
+	Location     placement.Location `json:"location"`
+	TorchVersion string             `json:"torch_version,omitempty"`
+	Nodes        []PlacedNode       `json:"nodes"`
 }
 
 // PlacedNode is one node of a placement.
@@ -194,21 +194,21 @@ type PlacedNode struct {
 	GPUUUIDs []string `json:"gpu_uuids,omitempty"`
 	// Bottleneck is the slowest link between the GPUs ("NV12"); NUMA the
 	// NUMA nodes they are attached to ("1", "0,1"); empty when unknown.
-	Bottleneck      string            `json:"bottleneck,omitempty"`
-	NUMA            string            `json:"numa,omitempty"`
-	Location        topology.Location `json:"location"`
-	LocationTrusted bool              `json:"location_trusted"`
+	Bottleneck      string             `json:"bottleneck,omitempty"`
+	NUMA            string             `json:"numa,omitempty"`
+	Location        placement.Location `json:"location"`
+	LocationTrusted bool               `json:"location_trusted"`
 }
 
 // Decision is the scheduler's account of a placement made in this plan
 // (or not made): its one-line summary in ADR-0021's words and, for jobs
 // that could not be placed, how it decided.
 type Decision struct {
-	Status  topology.Status `json:"status"`
-	Summary string          `json:"summary"`
+	Status  placement.Status `json:"status"`
+	Summary string           `json:"summary"`
 	// Explanation is kept for waiting and failed jobs; a placed job's
 	// summary says enough.
-	Explanation *topology.Explanation `json:"explanation,omitempty"`
+	Explanation *placement.Explanation `json:"explanation,omitempty"`
 }
 
 // Leftover is a run an earlier stop could not finish because a host did

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gpulayer/gpulayer/config"
+	"github.com/gpulayer/gpulayer/placement"
 	"github.com/gpulayer/gpulayer/reconcile"
 	"github.com/gpulayer/gpulayer/reconcile/facts"
 	"github.com/gpulayer/gpulayer/reconcile/planview"
@@ -571,7 +572,7 @@ job "train" {
 		check: func(t *testing.T, p *reconcile.Plan) {
 			c := action(t, p, "train", reconcile.ActionWaiting, reconcile.ReasonUnschedulableNow)
 			if c.Decision == nil || c.Decision.Explanation == nil ||
-				!slices.Contains(c.Decision.Explanation.Excluded, topology.Exclusion{Reason: topology.ReasonNoTorchrun, Workers: 2}) {
+				!slices.Contains(c.Decision.Explanation.Excluded, placement.Exclusion{Reason: placement.ReasonNoTorchrun, Workers: 2}) {
 				t.Errorf("decision %+v: want 2 workers excluded for no_torchrun", c.Decision)
 			}
 			action(t, p, "eval", reconcile.ActionCreate, reconcile.ReasonNewJob)
@@ -674,7 +675,7 @@ job "huge" {
 			action(t, p, "eval", reconcile.ActionWaiting, reconcile.ReasonUnschedulableNow)
 			c := action(t, p, "prep", reconcile.ActionCreate, reconcile.ReasonNewJob)
 			cpuOnlyPlacement(t, c, 2)
-			if c.Placement.Level != topology.LevelNetworkGroup || c.Placement.Location.NetworkGroup != "rack-3" {
+			if c.Placement.Level != placement.LevelNetworkGroup || c.Placement.Location.NetworkGroup != "rack-3" {
 				t.Errorf("prep placed at %s %+v, want network group rack-3", c.Placement.Level, c.Placement.Location)
 			}
 		},

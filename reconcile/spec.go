@@ -7,8 +7,8 @@ import (
 
 	"github.com/gpulayer/gpulayer/config"
 	"github.com/gpulayer/gpulayer/internal/codetree"
+	"github.com/gpulayer/gpulayer/placement"
 	"github.com/gpulayer/gpulayer/reconcile/state"
-	"github.com/gpulayer/gpulayer/topology"
 )
 
 // JobSpec is a configured job's effective configuration as state records
@@ -63,8 +63,8 @@ func JobSpec(j *config.Job, code *state.CodeSpec) state.JobSpec {
 
 // Policy is the placement policy of a spec, as topology takes it: the one
 // place where the language's policy becomes the scheduler's.
-func Policy(p state.PolicySpec) topology.Policy {
-	return topology.Policy{
+func Policy(p state.PolicySpec) placement.Policy {
+	return placement.Policy{
 		GroupLocality:   p.GroupLocality,
 		Rank:            p.Rank,
 		OnUnschedulable: p.OnUnschedulable,

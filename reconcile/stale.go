@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/gpulayer/gpulayer/placement"
 	"github.com/gpulayer/gpulayer/reconcile/facts"
 	"github.com/gpulayer/gpulayer/reconcile/state"
 	"github.com/gpulayer/gpulayer/topology"
@@ -95,7 +96,7 @@ func (p *Plan) StaleReasons(planned, now *facts.Document) []string {
 }
 
 func locationOf(h *facts.Host) string {
-	return topology.Location{Region: h.Location.Region, Zone: h.Location.Zone, NetworkGroup: h.Location.NetworkGroup}.String()
+	return placement.Location{Region: h.Location.Region, Zone: h.Location.Zone, NetworkGroup: h.Location.NetworkGroup}.String()
 }
 
 // busyWith are the pids on a GPU that the plan does not stop.

@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-var update = flag.Bool("update", false, "rewrite golden files (topology views, decisions) and fuzz seeds")
+var update = flag.Bool("update", false, "rewrite golden files (topology views) and fuzz seeds")
 
 // TestFuzzSeedsMatchRecordings keeps testdata/fuzz/FuzzParseSMI in step
 // with testdata/topo: one seed per recording, holding its exact bytes.

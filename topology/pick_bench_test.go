@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand"
 	"testing"
+
+	"github.com/gpulayer/gpulayer/internal/threadcpu"
 )
 
 // BenchmarkPickDevices times one PickDevices call (set-up included) per
@@ -104,7 +106,7 @@ func BenchmarkPickDevicesWorstCase(b *testing.B) {
 			}
 			b.Run(fmt.Sprintf("%s/k=%d", c.name, k), func(b *testing.B) {
 				optimal := false
-				loopOnThread(b, func() {
+				threadcpu.Loop(b, func() {
 					p, err := PickDevices(c.m, AllDevices(n), k, PickOptions{})
 					if err != nil {
 						b.Fatal(err)

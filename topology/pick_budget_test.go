@@ -136,28 +136,6 @@ func TestPickDevicesOutOfBudgetNeverBeatsTheReference(t *testing.T) {
 	t.Logf("%d picks ran out of budget", cut)
 }
 
-func TestScheduleBoundsTheGPUPickOnAHostileMachine(t *testing.T) {
-	// Two equal workers: the GPU pick quality of both breaks the tie, so
-	// Schedule searches both hostile matrices, then picks the GPUs of the
-	// one it takes.
-	ws := []Worker{
-		{ID: "h1", Location: loc("eu/eu-1"), TorchVersion: "2.5.1", Matrix: hostileMatrix(), Free: AllDevices(64)},
-		{ID: "h2", Location: loc("eu/eu-1"), TorchVersion: "2.5.1", Matrix: hostileMatrix(), Free: AllDevices(64)},
-	}
-	d := Schedule(Job{Name: "train", Nodes: 1, GPUsPerNode: 28}, ws, Policy{})
-	if d.Status != StatusPlaced || len(d.Workers) != 1 {
-		t.Fatalf("%s: %s", d.Status, d.Summary)
-	}
-	gpus := d.Workers[0].GPUs
-	if len(gpus) != 28 || DeviceSetOf(gpus...).Len() != 28 || !slices.IsSorted(gpus) {
-		t.Fatalf("placed on GPUs %v: want 28 distinct, sorted", gpus)
-	}
-	p, _ := PickDevices(ws[0].Matrix, AllDevices(64), 28, PickOptions{})
-	if !slices.Equal(gpus, p.GPUs) {
-		t.Errorf("placed on GPUs %v, the bounded pick takes %v", gpus, p.GPUs)
-	}
-}
-
 // TestPickDevicesWithManyLinkKindsEqualsReference holds the search exact
 // where its total bound stops counting level by level (more than
 // boundLevels kinds of link).

@@ -9,9 +9,9 @@ import (
 	"strings"
 
 	"github.com/gpulayer/gpulayer/internal/iostreams"
+	"github.com/gpulayer/gpulayer/placement"
 	"github.com/gpulayer/gpulayer/reconcile"
 	"github.com/gpulayer/gpulayer/reconcile/state"
-	"github.com/gpulayer/gpulayer/topology"
 )
 
 // MarkdownMarker is the hidden first line of every markdown plan, so that
@@ -123,7 +123,7 @@ func writeMarkdownJob(w *bufio.Writer, c reconcile.JobChange) {
 	if c.StopPrior && c.Prior != nil {
 		fmt.Fprintf(w, "- stops %s\n", mdText(priorWords(c.Prior)))
 	}
-	if c.Decision != nil && c.Decision.Status == topology.StatusPlaced {
+	if c.Decision != nil && c.Decision.Status == placement.StatusPlaced {
 		fmt.Fprintf(w, "- %s\n", mdText(c.Decision.Summary))
 	}
 	if c.Placement != nil && c.Action != reconcile.ActionNoOp {

@@ -13,6 +13,7 @@ import (
 	"github.com/muesli/termenv"
 
 	"github.com/gpulayer/gpulayer/internal/iostreams"
+	"github.com/gpulayer/gpulayer/placement"
 	"github.com/gpulayer/gpulayer/reconcile"
 	"github.com/gpulayer/gpulayer/reconcile/state"
 	"github.com/gpulayer/gpulayer/topology"
@@ -209,7 +210,7 @@ func writeJob(w *bufio.Writer, c reconcile.JobChange, st styles) {
 	if c.StopPrior && c.Prior != nil {
 		fmt.Fprintf(w, "      stops %s\n", clean(priorWords(c.Prior)))
 	}
-	if c.Decision != nil && c.Decision.Status == topology.StatusPlaced {
+	if c.Decision != nil && c.Decision.Status == placement.StatusPlaced {
 		fmt.Fprintf(w, "      %s\n", clean(c.Decision.Summary))
 	}
 	switch {
@@ -416,7 +417,7 @@ func writeColumns(w *bufio.Writer, indent string, rows [][]string) {
 
 // writeExplanation writes how the scheduler decided: who was left out,
 // and per level tried each bucket's eligible, free and needed workers.
-func writeExplanation(w *bufio.Writer, e *topology.Explanation) {
+func writeExplanation(w *bufio.Writer, e *placement.Explanation) {
 	fmt.Fprintf(w, "      %s considered, %d needed\n", workersWord(e.Workers), e.Needed)
 	if s := exclusionWords(e.Excluded); s != "" {
 		fmt.Fprintf(w, "      left out: %s\n", s)
@@ -459,7 +460,7 @@ func workersWord(n int) string {
 }
 
 // exclusionWords writes "3 busy, 1 too_few_gpus".
-func exclusionWords(ex []topology.Exclusion) string {
+func exclusionWords(ex []placement.Exclusion) string {
 	parts := make([]string, 0, len(ex))
 	for _, x := range ex {
 		parts = append(parts, fmt.Sprintf("%d %s", x.Workers, x.Reason))

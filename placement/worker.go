@@ -1,6 +1,10 @@
-package topology
+package placement
 
-import "math/bits"
+import (
+	"math/bits"
+
+	"github.com/gpulayer/gpulayer/topology"
+)
 
 // Worker is one machine as placement sees it: where it is, what it runs and
 // what it has free right now. Schedule only reads workers.
@@ -20,11 +24,11 @@ type Worker struct {
 	TorchVersion string
 	// Matrix is the machine's GPU link matrix; nil when unknown, and then only
 	// the GPU count matters.
-	Matrix *Matrix
+	Matrix *topology.Matrix
 	// GPUs is the machine's GPU count; 0 means Matrix.GPUs().
 	GPUs          int
-	Free          DeviceSet // GPUs free now
-	FreeMemoryMiB int64     // free GPU memory, summed over the free GPUs
+	Free          topology.DeviceSet // GPUs free now
+	FreeMemoryMiB int64              // free GPU memory, summed over the free GPUs
 	RunningTasks  int
 	// NoTorchrun says the machine is known to have no torchrun (its probe
 	// found none on the PATH); false when it has one or it is not known.
@@ -35,19 +39,19 @@ type Worker struct {
 // gpuCount is the machine's GPU count.
 func (w *Worker) gpuCount() int {
 	if w.GPUs > 0 {
-		return min(w.GPUs, MaxGPUs)
+		return min(w.GPUs, topology.MaxGPUs)
 	}
 	return w.Matrix.GPUs()
 }
 
 // freeSet is Free without indices beyond the machine's GPUs.
-func (w *Worker) freeSet() DeviceSet {
-	return w.Free & AllDevices(w.gpuCount())
+func (w *Worker) freeSet() topology.DeviceSet {
+	return w.Free & topology.AllDevices(w.gpuCount())
 }
 
 // count is the set's size in one instruction (DeviceSet.Len loops; this
 // runs once per worker per schedule).
-func count(s DeviceSet) int { return bits.OnesCount64(uint64(s)) }
+func count(s topology.DeviceSet) int { return bits.OnesCount64(uint64(s)) }
 
 // Job is what placement needs of a job: how many machines and how many GPUs
 // on each.

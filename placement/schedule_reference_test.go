@@ -1,4 +1,4 @@
-package topology
+package placement
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/gpulayer/gpulayer/topology"
 )
 
 // The exhaustive reference: on fleets of 10 workers, for every subset of
@@ -239,9 +241,9 @@ func TestScheduleMatchesExhaustiveReference(t *testing.T) {
 			for i := range ws {
 				switch {
 				case mask&(1<<i) != 0:
-					ws[i].Free = AllDevices(4)
+					ws[i].Free = topology.AllDevices(4)
 				case i%3 == 0:
-					ws[i].Free = AllDevices(1) // too few free GPUs
+					ws[i].Free = topology.AllDevices(1) // too few free GPUs
 				default:
 					ws[i].Free = 0
 				}
@@ -309,7 +311,7 @@ func refCheck(t *testing.T, ws []Worker, free uint32, nodes, gpn int, pol Policy
 	var chosen uint32
 	for _, p := range d.Workers {
 		i := byID[p.Worker]
-		if chosen&(1<<i) != 0 || free&(1<<i) == 0 || len(p.GPUs) != gpn || DeviceSetOf(p.GPUs...)&^ws[i].Free != 0 {
+		if chosen&(1<<i) != 0 || free&(1<<i) == 0 || len(p.GPUs) != gpn || topology.DeviceSetOf(p.GPUs...)&^ws[i].Free != 0 {
 			t.Fatalf("%s: bad placement %+v", ctx, p)
 		}
 		chosen |= 1 << i

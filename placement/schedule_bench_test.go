@@ -1,9 +1,10 @@
-package topology
+package placement
 
 import (
 	"fmt"
-	"runtime"
 	"testing"
+
+	"github.com/gpulayer/gpulayer/internal/threadcpu"
 )
 
 // BenchmarkSchedule places an 8-node, 8-GPU-per-node job on ADR-0021's
@@ -16,7 +17,7 @@ func BenchmarkSchedule(b *testing.B) {
 			ws := adrFleet(b, n)
 			job := Job{Name: "train", Nodes: 8, GPUsPerNode: 8}
 			b.ReportAllocs()
-			loopOnThread(b, func() { Schedule(job, ws, Policy{}) })
+			threadcpu.Loop(b, func() { Schedule(job, ws, Policy{}) })
 			// After the loop: b.Loop and ResetTimer drop metrics reported
 			// before it.
 			for _, p := range []struct {
@@ -47,24 +48,7 @@ func BenchmarkScheduleWithoutMatrices(b *testing.B) {
 			}
 			job := Job{Name: "train", Nodes: 8, GPUsPerNode: 8}
 			b.ReportAllocs()
-			loopOnThread(b, func() { Schedule(job, ws, Policy{}) })
+			threadcpu.Loop(b, func() { Schedule(job, ws, Policy{}) })
 		})
-	}
-}
-
-// loopOnThread runs f in b.Loop on one locked OS thread and reports, next to
-// ns/op (wall time), cpu-ns/op: the thread's CPU time per call, which other
-// processes on a shared machine do not inflate by taking the core away.
-func loopOnThread(b *testing.B, f func()) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	start, ok := threadCPU()
-	n := 0
-	for b.Loop() {
-		f()
-		n++
-	}
-	if end, ok2 := threadCPU(); ok && ok2 && n > 0 {
-		b.ReportMetric(float64(end-start)/float64(n), "cpu-ns/op")
 	}
 }

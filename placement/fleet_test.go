@@ -1,22 +1,25 @@
-package topology
+package placement
 
 import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/gpulayer/gpulayer/topology"
+	"github.com/gpulayer/gpulayer/topology/topotest"
 )
 
 // Helpers that build fleets for the placement tests and benchmarks.
 
 // hgxH100 is the recorded HGX H100: eight GPUs, every pair NV18.
-func hgxH100(t testing.TB) *Matrix {
-	return mustParse(t, "hgx-h100-8x-nv18-gpunumaid-nonic.txt")
+func hgxH100(t testing.TB) *topology.Matrix {
+	return topotest.MustParse(t, "hgx-h100-8x-nv18-gpunumaid-nonic.txt")
 }
 
 // dgx1V100 is the recorded DGX-1: the NVLink hybrid cube mesh (NV1 and NV2
 // inside each half, SYS across).
-func dgx1V100(t testing.TB) *Matrix {
-	return mustParse(t, "dgx1-v100-8x-nv1-nv2-mlx5-driver440.txt")
+func dgx1V100(t testing.TB) *topology.Matrix {
+	return topotest.MustParse(t, "dgx1-v100-8x-nv1-nv2-mlx5-driver440.txt")
 }
 
 // loc reads "region/zone/network-group"; missing or "-" parts are unknown.
@@ -36,7 +39,7 @@ func loc(s string) Location {
 // wk is a worker with gpus GPUs and no link data, free ones the lowest
 // indices, running one task when not all are free.
 func wk(id, where, torch string, gpus, free int) Worker {
-	w := Worker{ID: id, Location: loc(where), TorchVersion: torch, GPUs: gpus, Free: AllDevices(free), FreeMemoryMiB: int64(free) * 80 << 10}
+	w := Worker{ID: id, Location: loc(where), TorchVersion: torch, GPUs: gpus, Free: topology.AllDevices(free), FreeMemoryMiB: int64(free) * 80 << 10}
 	if free < gpus {
 		w.RunningTasks = 1
 	}
@@ -56,7 +59,7 @@ var adrZones = []Location{
 // separate probes give), spread round robin over adrZones, every other one
 // busy on all its GPUs.
 func adrFleet(t testing.TB, n int) []Worker {
-	text := readRecording(t, "../testdata/topo", "hgx-h100-8x-nv18-gpunumaid-nonic.txt")
+	text := topotest.Recording(t, "hgx-h100-8x-nv18-gpunumaid-nonic.txt")
 	ws := make([]Worker, n)
 	for i := range ws {
 		z := adrZones[i%len(adrZones)]
@@ -69,7 +72,7 @@ func adrFleet(t testing.TB, n int) []Worker {
 			TorchVersion:    strings.Clone("2.5.1"),
 			Matrix:          mustParseText(t, text),
 			GPUs:            8,
-			Free:            AllDevices(8),
+			Free:            topology.AllDevices(8),
 			FreeMemoryMiB:   8 * 80 << 10,
 		}
 		if i%2 == 1 {
@@ -89,8 +92,8 @@ func ids(d Decision) []string {
 	return out
 }
 
-func mustParseText(t testing.TB, text string) *Matrix {
-	m, err := ParseSMI(text)
+func mustParseText(t testing.TB, text string) *topology.Matrix {
+	m, err := topology.ParseSMI(text)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,11 @@
-package topology
+package placement
 
 import (
 	"fmt"
 	"slices"
 	"sync"
+
+	"github.com/gpulayer/gpulayer/topology"
 )
 
 // Schedule chooses the machines and GPUs of one job (ADR-0021 §2–§5):
@@ -55,7 +57,7 @@ func ScheduleAll(requests []Request, workers []Worker) []Decision {
 		if d.Status == StatusPlaced {
 			for i, p := range d.Workers {
 				w := &ws[s.chosen[i]]
-				taken := DeviceSetOf(p.GPUs...)
+				taken := topology.DeviceSetOf(p.GPUs...)
 				if before := int64(count(w.freeSet())); before > 0 {
 					w.FreeMemoryMiB -= w.FreeMemoryMiB * int64(count(taken)) / before
 				}
@@ -74,7 +76,7 @@ type scheduler struct {
 	pol   Policy
 	nodes int
 	gpn   int
-	opts  PickOptions
+	opts  topology.PickOptions
 	flat  bool // policy any: location ignored inside the bucket
 	rank  rankKind
 	useQ  bool // GPU pick quality ranks workers
@@ -83,8 +85,8 @@ type scheduler struct {
 	prim       []int64 // per worker: primary rank key, smaller first
 	qual       []int64 // per worker: GPU pick quality key, smaller first
 	qualDone   []bool
-	bneck      []Link // per worker: its GPU set's slowest link, when quality found it
-	picks      map[int32]Pick
+	bneck      []topology.Link // per worker: its GPU set's slowest link, when quality found it
+	picks      map[int32]topology.Pick
 	cells      []cell
 	freeByCell []int32
 	excl       [exclCount]int
@@ -137,8 +139,8 @@ func (s *scheduler) schedule(job Job, workers []Worker, policy Policy) Decision 
 	if job.Nodes < 1 {
 		return fail(fmt.Errorf("job %q asks for %d nodes; it needs at least 1", job.Name, job.Nodes))
 	}
-	if job.GPUsPerNode < 0 || job.GPUsPerNode > MaxGPUs {
-		return fail(fmt.Errorf("job %q asks for %d GPUs per node; it needs 0 (CPU only) to %d", job.Name, job.GPUsPerNode, MaxGPUs))
+	if job.GPUsPerNode < 0 || job.GPUsPerNode > topology.MaxGPUs {
+		return fail(fmt.Errorf("job %q asks for %d GPUs per node; it needs 0 (CPU only) to %d", job.Name, job.GPUsPerNode, topology.MaxGPUs))
 	}
 	s.reset(job, workers, policy.withDefaults())
 	s.classify()
@@ -283,7 +285,7 @@ func (s *scheduler) torchPassedOver(exp *LevelExplanation, b int, level Level) i
 func (s *scheduler) reset(job Job, workers []Worker, pol Policy) {
 	n := len(workers)
 	s.ws, s.pol, s.nodes, s.gpn, s.torchrun = workers, pol, job.Nodes, job.GPUsPerNode, job.Torchrun
-	s.opts = PickOptions{MultiNode: job.MultiNode()}
+	s.opts = topology.PickOptions{MultiNode: job.MultiNode()}
 	s.flat = pol.GroupLocality == LocalityAny
 	switch {
 	case pol.Rank == RankFirstFit:
@@ -320,9 +322,9 @@ func (s *scheduler) release() {
 func (s *scheduler) placements() []Placement {
 	out := make([]Placement, len(s.chosen))
 	gpus := make([]int, 0, len(s.chosen)*s.gpn) // one backing array for every node's GPUs
-	var lastLink Link
+	var lastLink topology.Link
 	lastName := ""
-	linkName := func(l Link) string {
+	linkName := func(l topology.Link) string {
 		if lastName == "" || l != lastLink {
 			lastLink, lastName = l, l.String()
 		}
@@ -350,8 +352,8 @@ func (s *scheduler) placements() []Placement {
 			pick, ok := s.picks[i]
 			if !ok {
 				var err error
-				if pick, err = PickDevices(m, free, s.gpn, s.opts); err != nil {
-					pick = Pick{GPUs: appendIndices(nil, free, s.gpn)}
+				if pick, err = topology.PickDevices(m, free, s.gpn, s.opts); err != nil {
+					pick = topology.Pick{GPUs: appendIndices(nil, free, s.gpn)}
 				}
 			}
 			gpus = append(gpus, pick.GPUs...)
@@ -368,7 +370,7 @@ func (s *scheduler) placements() []Placement {
 }
 
 // appendIndices appends the k lowest indices of free.
-func appendIndices(out []int, free DeviceSet, k int) []int {
+func appendIndices(out []int, free topology.DeviceSet, k int) []int {
 	for i := 0; free != 0 && k > 0; i++ {
 		if free&1 != 0 {
 			out = append(out, i)

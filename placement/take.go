@@ -1,4 +1,4 @@
-package topology
+package placement
 
 import "slices"
 

@@ -1,4 +1,4 @@
-package topology
+package placement
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gpulayer/gpulayer/topology"
 )
 
 // labFleet: region eu has zone eu-1 with network groups r1 (a1, a2) and r2
@@ -190,7 +192,7 @@ func span(d Decision) (zones, regions int) {
 
 func TestScheduleRankOrders(t *testing.T) {
 	mk := func(id string, running, free int, mem int64) Worker {
-		return Worker{ID: id, Location: loc("eu/eu-1"), TorchVersion: "2.5.1", GPUs: 8, Free: AllDevices(free), RunningTasks: running, FreeMemoryMiB: mem}
+		return Worker{ID: id, Location: loc("eu/eu-1"), TorchVersion: "2.5.1", GPUs: 8, Free: topology.AllDevices(free), RunningTasks: running, FreeMemoryMiB: mem}
 	}
 	ws := []Worker{mk("x1", 2, 4, 100), mk("x2", 0, 2, 300), mk("x3", 0, 6, 200), mk("x4", 1, 8, 50)}
 	for _, tt := range []struct {
@@ -428,8 +430,8 @@ func TestSchedulePickQualityBreaksTiesBetweenEqualWorkers(t *testing.T) {
 	// Both have 5 of 8 GPUs free and no task more than the other; p1 ranks
 	// first by ID, but its best 4 GPUs are joined by NV1 at worst, p2's by
 	// NV18.
-	p1 := Worker{ID: "p1", Location: loc("eu/z"), TorchVersion: "2.5.1", Matrix: dgx1V100(t), Free: DeviceSetOf(0, 1, 2, 3, 4), RunningTasks: 1}
-	p2 := Worker{ID: "p2", Location: loc("eu/z"), TorchVersion: "2.5.1", Matrix: hgxH100(t), Free: DeviceSetOf(3, 4, 5, 6, 7), RunningTasks: 1}
+	p1 := Worker{ID: "p1", Location: loc("eu/z"), TorchVersion: "2.5.1", Matrix: dgx1V100(t), Free: topology.DeviceSetOf(0, 1, 2, 3, 4), RunningTasks: 1}
+	p2 := Worker{ID: "p2", Location: loc("eu/z"), TorchVersion: "2.5.1", Matrix: hgxH100(t), Free: topology.DeviceSetOf(3, 4, 5, 6, 7), RunningTasks: 1}
 	job := Job{Name: "j", Nodes: 1, GPUsPerNode: 4}
 	d := Schedule(job, []Worker{p1, p2}, Policy{})
 	if !slices.Equal(ids(d), []string{"p2"}) || d.Workers[0].Bottleneck != "NV18" {
@@ -439,7 +441,7 @@ func TestSchedulePickQualityBreaksTiesBetweenEqualWorkers(t *testing.T) {
 	if !slices.Equal(ids(d), []string{"p1"}) {
 		t.Errorf("first_fit: %v, want p1 (ID order only)", ids(d))
 	}
-	want, err := PickDevices(p1.Matrix, p1.Free, 4, PickOptions{})
+	want, err := topology.PickDevices(p1.Matrix, p1.Free, 4, topology.PickOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -452,19 +454,19 @@ func TestSchedulePlacementGPUsMatchPickDevices(t *testing.T) {
 	m := dgx1V100(t)
 	for _, tt := range []struct {
 		name string
-		free DeviceSet
+		free topology.DeviceSet
 		k    int
 	}{
-		{"choice among free GPUs", DeviceSetOf(1, 2, 3, 4, 5, 6, 7), 4},
-		{"every free GPU", DeviceSetOf(0, 2, 3, 6), 4},
-		{"one GPU", DeviceSetOf(5, 6), 1},
+		{"choice among free GPUs", topology.DeviceSetOf(1, 2, 3, 4, 5, 6, 7), 4},
+		{"every free GPU", topology.DeviceSetOf(0, 2, 3, 6), 4},
+		{"one GPU", topology.DeviceSetOf(5, 6), 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			w := Worker{ID: "x", Matrix: m, Free: tt.free}
 			for _, multi := range []int{1, 2} {
 				ws := []Worker{w, {ID: "y", Matrix: m, Free: tt.free}}
 				d := Schedule(Job{Name: "j", Nodes: multi, GPUsPerNode: tt.k}, ws, Policy{})
-				want, err := PickDevices(m, tt.free, tt.k, PickOptions{MultiNode: multi > 1})
+				want, err := topology.PickDevices(m, tt.free, tt.k, topology.PickOptions{MultiNode: multi > 1})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -481,10 +483,10 @@ func TestSchedulePlacementGPUsMatchPickDevices(t *testing.T) {
 }
 
 func TestScheduleSurvivesMalformedMachineData(t *testing.T) {
-	bad := &Matrix{Links: [][]Link{{Self, NV(2)}, {NV(2)}}} // a short row
+	bad := &topology.Matrix{Links: [][]topology.Link{{topology.Self, topology.NV(2)}, {topology.NV(2)}}} // a short row
 	ws := []Worker{
-		{ID: "a", Matrix: bad, Free: DeviceSetOf(0, 1, 63), GPUs: 2},
-		{ID: "b", Matrix: bad, Free: ^DeviceSet(0), GPUs: 200},
+		{ID: "a", Matrix: bad, Free: topology.DeviceSetOf(0, 1, 63), GPUs: 2},
+		{ID: "b", Matrix: bad, Free: ^topology.DeviceSet(0), GPUs: 200},
 	}
 	d := Schedule(Job{Name: "j", Nodes: 2, GPUsPerNode: 2}, ws, Policy{})
 	if d.Status != StatusPlaced || !slices.Equal(d.Workers[0].GPUs, []int{0, 1}) {
@@ -517,7 +519,7 @@ func TestScheduleAllTakesGPUsBeforeTheNextJob(t *testing.T) {
 	m := hgxH100(t)
 	ws := []Worker{}
 	for _, id := range []string{"a", "b", "c"} {
-		ws = append(ws, Worker{ID: id, Location: loc("eu/z"), TorchVersion: "2.5.1", Matrix: m, Free: AllDevices(8), FreeMemoryMiB: 8 << 10})
+		ws = append(ws, Worker{ID: id, Location: loc("eu/z"), TorchVersion: "2.5.1", Matrix: m, Free: topology.AllDevices(8), FreeMemoryMiB: 8 << 10})
 	}
 	before := slices.Clone(ws)
 	job := Job{Name: "half", Nodes: 2, GPUsPerNode: 4}
@@ -525,13 +527,13 @@ func TestScheduleAllTakesGPUsBeforeTheNextJob(t *testing.T) {
 	if !reflect.DeepEqual(ws, before) {
 		t.Error("ScheduleAll changed the caller's workers")
 	}
-	used := map[string]DeviceSet{}
+	used := map[string]topology.DeviceSet{}
 	for i, d := range ds[:3] {
 		if d.Status != StatusPlaced {
 			t.Fatalf("job %d: %s", i, d.Summary)
 		}
 		for _, p := range d.Workers {
-			set := DeviceSetOf(p.GPUs...)
+			set := topology.DeviceSetOf(p.GPUs...)
 			if used[p.Worker]&set != 0 {
 				t.Errorf("job %d: %s GPUs %v already taken (%v)", i, p.Worker, p.GPUs, used[p.Worker].Indices())
 			}
@@ -618,9 +620,9 @@ func TestScheduleDecisionJSON(t *testing.T) {
 }
 
 func TestLinkScoreMatchesLinkScore(t *testing.T) {
-	links := []Link{{}, SYS, NODE, PHB, PXB, PIX, Self, {Kind: 200}}
+	links := []topology.Link{{}, topology.SYS, topology.NODE, topology.PHB, topology.PXB, topology.PIX, topology.Self, {Kind: 200}}
 	for n := 1; n <= 255; n++ {
-		links = append(links, NV(n))
+		links = append(links, topology.NV(n))
 	}
 	for _, l := range links {
 		if got, want := linkScore(l), l.Score(); got != want {
@@ -635,7 +637,7 @@ func TestScheduleScoresGPUsOnlyForTiedWorkers(t *testing.T) {
 	m := dgx1V100(t)
 	var ws []Worker
 	for i := range 6 {
-		ws = append(ws, Worker{ID: "w" + itoa(i), Location: loc("eu/z"), Matrix: m, Free: AllDevices(6), RunningTasks: i})
+		ws = append(ws, Worker{ID: "w" + itoa(i), Location: loc("eu/z"), Matrix: m, Free: topology.AllDevices(6), RunningTasks: i})
 	}
 	job := Job{Name: "j", Nodes: 2, GPUsPerNode: 4}
 	var s scheduler
@@ -669,15 +671,15 @@ func trueCount(xs []bool) int {
 
 func TestScheduleNeverPanicsOnOddWorkers(t *testing.T) {
 	asym := dgx1V100(t)
-	asym.Links[0][1] = NV(7) // no longer symmetric: PickDevices refuses it
+	asym.Links[0][1] = topology.NV(7) // no longer symmetric: PickDevices refuses it
 	odd := []Worker{
-		{ID: "neg", GPUs: -3, Free: ^DeviceSet(0), RunningTasks: -5, FreeMemoryMiB: -1},
-		{ID: "huge", GPUs: 1000, Free: ^DeviceSet(0), RunningTasks: 1 << 62, FreeMemoryMiB: 1 << 62},
-		{ID: "asym", Matrix: asym, Free: DeviceSetOf(0, 1, 2, 3, 4)},
-		{ID: "empty-matrix", Matrix: &Matrix{}, GPUs: 4, Free: AllDevices(4)},
-		{ID: "", Location: loc("r/z/n"), GPUs: 8, Free: AllDevices(8)},
-		{ID: "dup", GPUs: 8, Free: AllDevices(8)},
-		{ID: "dup", GPUs: 8, Free: AllDevices(8)},
+		{ID: "neg", GPUs: -3, Free: ^topology.DeviceSet(0), RunningTasks: -5, FreeMemoryMiB: -1},
+		{ID: "huge", GPUs: 1000, Free: ^topology.DeviceSet(0), RunningTasks: 1 << 62, FreeMemoryMiB: 1 << 62},
+		{ID: "asym", Matrix: asym, Free: topology.DeviceSetOf(0, 1, 2, 3, 4)},
+		{ID: "empty-matrix", Matrix: &topology.Matrix{}, GPUs: 4, Free: topology.AllDevices(4)},
+		{ID: "", Location: loc("r/z/n"), GPUs: 8, Free: topology.AllDevices(8)},
+		{ID: "dup", GPUs: 8, Free: topology.AllDevices(8)},
+		{ID: "dup", GPUs: 8, Free: topology.AllDevices(8)},
 	}
 	for _, pol := range []Policy{{}, {GroupLocality: LocalityZone}, {Rank: RankMostFreeMemory}, {Rank: RankFirstFit, BucketChoice: BucketFirstFill}} {
 		for _, job := range []Job{{Nodes: 1, GPUsPerNode: 1}, {Nodes: 2, GPUsPerNode: 4}, {Nodes: 7, GPUsPerNode: 64}, {Nodes: 1 << 30, GPUsPerNode: 1}, {Nodes: 3, GPUsPerNode: 0}} {

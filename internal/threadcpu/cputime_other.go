@@ -1,6 +1,6 @@
 //go:build !linux
 
-package topology
+package threadcpu
 
 import "time"
 

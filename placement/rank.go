@@ -1,8 +1,10 @@
-package topology
+package placement
 
 import (
 	"slices"
 	"strings"
+
+	"github.com/gpulayer/gpulayer/topology"
 )
 
 // The rank order of free workers, and the GPU pick quality that breaks ties
@@ -213,9 +215,9 @@ func (s *scheduler) quality(i int32) int64 {
 			bn, total := setQuality(m, free)
 			q = -(int64(bn.Score())<<32 | int64(total))
 			s.bneck[i] = bn
-		} else if p, err := PickDevices(m, free, s.gpn, s.opts); err == nil {
+		} else if p, err := topology.PickDevices(m, free, s.gpn, s.opts); err == nil {
 			if s.picks == nil {
-				s.picks = make(map[int32]Pick)
+				s.picks = make(map[int32]topology.Pick)
 			}
 			s.picks[i] = p
 			q = -(int64(p.Bottleneck.Score())<<32 | int64(p.Total))
@@ -227,10 +229,10 @@ func (s *scheduler) quality(i int32) int64 {
 
 // usableMatrix is the worker's matrix when it is square and covers its
 // GPUs; nil otherwise (then GPUs are taken by lowest index).
-func usableMatrix(w *Worker) *Matrix {
+func usableMatrix(w *Worker) *topology.Matrix {
 	m := w.Matrix
 	n := m.GPUs()
-	if n == 0 || n > MaxGPUs || n < w.gpuCount() {
+	if n == 0 || n > topology.MaxGPUs || n < w.gpuCount() {
 		return nil
 	}
 	for _, row := range m.Links {
@@ -243,11 +245,11 @@ func usableMatrix(w *Worker) *Matrix {
 
 // setQuality scores a whole set as PickDevices does: its slowest link and
 // the total of its pair scores.
-func setQuality(m *Matrix, set DeviceSet) (Link, int) {
-	if set == AllDevices(len(m.Links)) {
+func setQuality(m *topology.Matrix, set topology.DeviceSet) (topology.Link, int) {
+	if set == topology.AllDevices(len(m.Links)) {
 		// Every GPU (a whole machine per node, the common case): the upper
 		// triangle of the matrix, row by row.
-		bn, bs, total := Link{}, -1, 0
+		bn, bs, total := topology.Link{}, -1, 0
 		for a, row := range m.Links {
 			for _, l := range row[a+1:] {
 				sc := linkScore(l)
@@ -259,7 +261,7 @@ func setQuality(m *Matrix, set DeviceSet) (Link, int) {
 		}
 		return bn, total
 	}
-	var idx [MaxGPUs]uint8
+	var idx [topology.MaxGPUs]uint8
 	n := 0
 	for i := 0; set != 0; i++ {
 		if set&1 != 0 {
@@ -268,7 +270,7 @@ func setQuality(m *Matrix, set DeviceSet) (Link, int) {
 		}
 		set >>= 1
 	}
-	bn, bs, total := Link{}, -1, 0
+	bn, bs, total := topology.Link{}, -1, 0
 	for a := 0; a < n; a++ {
 		row := m.Links[idx[a]]
 		for _, j := range idx[a+1 : n] {
@@ -285,10 +287,10 @@ func setQuality(m *Matrix, set DeviceSet) (Link, int) {
 
 // kindScores are Link.Score by kind, for the hot loop above (a test holds
 // linkScore equal to Link.Score).
-var kindScores = [...]int{LinkSYS: 1, LinkNODE: 2, LinkPHB: 3, LinkPXB: 4, LinkPIX: 5, LinkSelf: 0}
+var kindScores = [...]int{topology.LinkSYS: 1, topology.LinkNODE: 2, topology.LinkPHB: 3, topology.LinkPXB: 4, topology.LinkPIX: 5, topology.LinkSelf: 0}
 
-func linkScore(l Link) int {
-	if l.Kind == LinkNV {
+func linkScore(l topology.Link) int {
+	if l.Kind == topology.LinkNV {
 		return 10 * int(l.NVLinks)
 	}
 	if int(l.Kind) < len(kindScores) {

@@ -1,10 +1,12 @@
-package topology
+package placement
 
 import (
 	"encoding/binary"
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/gpulayer/gpulayer/topology"
 )
 
 // cellKey is the full location and torch version: the finest bucket.
@@ -106,7 +108,7 @@ func (s *scheduler) classify() {
 		freeTotal++
 		switch s.rank {
 		case rankSpread:
-			s.prim[i] = int64(min(max(w.RunningTasks, 0), math.MaxInt32))<<8 | int64(MaxGPUs-free)
+			s.prim[i] = int64(min(max(w.RunningTasks, 0), math.MaxInt32))<<8 | int64(topology.MaxGPUs-free)
 		case rankSpreadCPU:
 			s.prim[i] = int64(min(max(w.RunningTasks, 0), math.MaxInt32))<<8 | int64(free)
 		case rankMostFreeMemory:

@@ -1,4 +1,4 @@
-package topology
+package placement
 
 import (
 	"encoding/json"
@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gpulayer/gpulayer/topology"
 )
 
 // CPU-only jobs (gpus_per_node = 0): every worker the policy allows can
@@ -16,7 +18,7 @@ import (
 // no matrix) and an HGX H100 with two of its eight GPUs free.
 func cpuZoneFleet(t *testing.T) []Worker {
 	h1 := Worker{ID: "h1", Location: loc("europe-west1/europe-west1-b"), TorchVersion: "2.5.1",
-		Matrix: hgxH100(t), Free: DeviceSetOf(6, 7), RunningTasks: 1}
+		Matrix: hgxH100(t), Free: topology.DeviceSetOf(6, 7), RunningTasks: 1}
 	cpu1 := Worker{ID: "cpu1", Location: loc("europe-west1/europe-west1-b"), TorchVersion: "2.5.1"}
 	return append(zoneFleet(), h1, cpu1)
 }
@@ -58,7 +60,7 @@ func TestScheduleCPUOnlyJobNeedsNoFreeGPU(t *testing.T) {
 // most_free_memory (GPU memory) rank as for any job.
 func TestScheduleCPUOnlySpreadLeavesIdleGPUsToGPUJobs(t *testing.T) {
 	mk := func(id string, running, gpus, free int) Worker {
-		return Worker{ID: id, Location: loc("eu/eu-1"), TorchVersion: "2.5.1", GPUs: gpus, Free: AllDevices(free),
+		return Worker{ID: id, Location: loc("eu/eu-1"), TorchVersion: "2.5.1", GPUs: gpus, Free: topology.AllDevices(free),
 			RunningTasks: running, FreeMemoryMiB: int64(free) * 100}
 	}
 	ws := []Worker{mk("x1", 0, 8, 8), mk("x2", 0, 0, 0), mk("x3", 0, 8, 2), mk("x4", 1, 8, 0)}
@@ -151,7 +153,7 @@ func TestScheduleAllCPUOnlyJobsShareMachinesNotGPUs(t *testing.T) {
 	m := hgxH100(t)
 	var ws []Worker
 	for _, id := range []string{"a", "b", "c"} {
-		ws = append(ws, Worker{ID: id, Location: loc("eu/z"), TorchVersion: "2.5.1", Matrix: m, Free: AllDevices(8), FreeMemoryMiB: 8 << 10})
+		ws = append(ws, Worker{ID: id, Location: loc("eu/z"), TorchVersion: "2.5.1", Matrix: m, Free: topology.AllDevices(8), FreeMemoryMiB: 8 << 10})
 	}
 	ds := ScheduleAll([]Request{
 		{Job: Job{Name: "prep", Nodes: 3}},

@@ -1,0 +1,25 @@
+// Package threadcpu measures the CPU time a benchmark's own thread spends,
+// which other processes on a shared machine do not inflate by taking the
+// core away (the wall time, ns/op, they do).
+package threadcpu
+
+import (
+	"runtime"
+	"testing"
+)
+
+// Loop runs f in b.Loop on one locked OS thread and reports, next to ns/op
+// (wall time), cpu-ns/op: the thread's CPU time per call.
+func Loop(b *testing.B, f func()) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	start, ok := threadCPU()
+	n := 0
+	for b.Loop() {
+		f()
+		n++
+	}
+	if end, ok2 := threadCPU(); ok && ok2 && n > 0 {
+		b.ReportMetric(float64(end-start)/float64(n), "cpu-ns/op")
+	}
+}
