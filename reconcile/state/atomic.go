@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 )
@@ -77,17 +78,17 @@ func hook(role, step string) {
 // that a later write removes those a crash left behind.
 func tempPrefix(base string) string { return "." + base + ".tmp-" }
 
-// removeTemps removes the temporary files of base that a crashed write left
-// in dir. Callers hold the state lock, so no write of theirs is under way.
-func removeTemps(dir, base string) error {
+// removeTemps removes the temporary files of the bases that a crashed
+// write left in dir. Callers hold the state lock, so no write of theirs is
+// under way.
+func removeTemps(dir string, bases ...string) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return err
 	}
-	prefix := tempPrefix(base)
 	var errs []error
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), prefix) && e.Type().IsRegular() {
+		if slices.ContainsFunc(bases, func(base string) bool { return strings.HasPrefix(e.Name(), tempPrefix(base)) }) && e.Type().IsRegular() {
 			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
 				errs = append(errs, err)
 			}

@@ -3,7 +3,6 @@ package state
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/gpulayer/gpulayer/internal/inputfile"
@@ -12,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 )
 
 // DefaultPath is where the state of the configuration in configDir is kept
@@ -43,6 +43,24 @@ type Local struct {
 	// MaxBytes caps the size of the state file read or written; 0 is
 	// DefaultMaxBytes.
 	MaxBytes int64
+
+	mu sync.Mutex
+	// last is the document as this Local last read or wrote it. A save
+	// reads the file and decodes it only when its bytes are not these:
+	// decoding the whole document on every save, only to learn its serial
+	// and lineage, was most of an apply's CPU (issue 19). The bytes, not
+	// the file's size, inode and times, are compared: those can stay the
+	// same across a rewrite in place within one tick of the file system's
+	// clock, and reading and comparing costs little beside the encoding a
+	// save does anyway.
+	last stored
+}
+
+// stored is a document's bytes and the serial and lineage they hold.
+type stored struct {
+	data    []byte
+	serial  uint64
+	lineage string
 }
 
 var _ Backend = (*Local)(nil)
@@ -71,37 +89,66 @@ func (l *Local) Load(ctx context.Context) (*State, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	s, _, err := l.current()
+	data, err := l.read()
 	if err != nil {
 		return nil, err
 	}
-	if s == nil {
+	if data == nil {
 		return New(), nil
 	}
+	s, err := decode(l.path, data)
+	if err != nil {
+		return nil, l.withBackup(err)
+	}
+	l.remember(stored{data: data, serial: s.Serial, lineage: s.Lineage})
 	return s, nil
 }
 
-// current reads the stored document and its bytes; nil when there is none.
-func (l *Local) current() (*State, []byte, error) {
+// read reads the state file's bytes; nil when there is none. A missing
+// file whose backup exists is an error (Load).
+func (l *Local) read() ([]byte, error) {
 	data, err := readRegular(l.path, l.maxBytes())
 	if err != nil {
-		return nil, nil, l.withBackup(err)
+		return nil, l.withBackup(err)
 	}
 	if data == nil {
 		backup := BackupPath(l.path)
 		if _, err := os.Lstat(backup); err == nil {
-			return nil, nil, fmt.Errorf("state file %s does not exist, but its backup does (%s): restore the backup (mv %s %s), or remove it to start from an empty state",
+			return nil, fmt.Errorf("state file %s does not exist, but its backup does (%s): restore the backup (mv %s %s), or remove it to start from an empty state",
 				l.path, l.backupNote(), backup, l.path)
 		} else if !errors.Is(err, fs.ErrNotExist) {
-			return nil, nil, fmt.Errorf("state file %s does not exist; its backup: %w", l.path, err)
+			return nil, fmt.Errorf("state file %s does not exist; its backup: %w", l.path, err)
 		}
-		return nil, nil, nil
+	}
+	return data, nil
+}
+
+// current reads the stored document's serial and lineage and its bytes;
+// ok is false when there is none. The file is decoded only when it is not
+// what this Local last read or wrote.
+func (l *Local) current() (cur stored, ok bool, err error) {
+	data, err := l.read()
+	if err != nil || data == nil {
+		return stored{}, false, err
+	}
+	l.mu.Lock()
+	last := l.last
+	l.mu.Unlock()
+	// A document is never empty: an empty last is none remembered.
+	if len(last.data) > 0 && bytes.Equal(data, last.data) {
+		return last, true, nil
 	}
 	s, err := decode(l.path, data)
 	if err != nil {
-		return nil, nil, l.withBackup(err)
+		return stored{}, false, l.withBackup(err)
 	}
-	return s, data, nil
+	return stored{data: data, serial: s.Serial, lineage: s.Lineage}, true, nil
+}
+
+func (l *Local) remember(s stored) {
+	l.mu.Lock()
+	l.last = s
+	l.mu.Unlock()
 }
 
 // withBackup adds to an unreadable state file's error what its backup
@@ -139,8 +186,10 @@ func (l *Local) backupNote() string {
 // (Lock); Save itself compares the stored serial and lineage with what s
 // was read from, so that a writer whose lock was broken (ForceUnlock) or
 // who never took one cannot replace a version it did not read. It refuses
-// to write over a file it cannot read. The current file becomes the backup
-// first; both writes are atomic. On error s is left unchanged.
+// to write over a file it cannot read. The file is decoded only when its
+// bytes are not those this Local last read or wrote. The current file
+// becomes the backup first; both writes are atomic. On error s is left
+// unchanged.
 func (l *Local) Save(ctx context.Context, s *State, expected uint64) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -152,19 +201,14 @@ func (l *Local) Save(ctx context.Context, s *State, expected uint64) error {
 	if err := makeDir(dir); err != nil {
 		return fmt.Errorf("saving state %s: %w", l.path, err)
 	}
-	cur, raw, err := l.current()
+	cur, exists, err := l.current()
 	if err != nil {
 		return fmt.Errorf("not saving state: %w", err)
 	}
-	var found uint64
-	var lineage string
-	if cur != nil {
-		found, lineage = cur.Serial, cur.Lineage
-	}
 	// A missing file takes any lineage: that is how the first state, or
 	// one moved from another backend, is written.
-	if found != expected || (cur != nil && s.Lineage != lineage) {
-		return &ConflictError{Where: l.path, ExpectedSerial: expected, FoundSerial: found, ExpectedLineage: s.Lineage, FoundLineage: lineage}
+	if cur.serial != expected || (exists && s.Lineage != cur.lineage) {
+		return &ConflictError{Where: l.path, ExpectedSerial: expected, FoundSerial: cur.serial, ExpectedLineage: s.Lineage, FoundLineage: cur.lineage}
 	}
 
 	next, data, err := Next(s, expected, l.GpulayerVersion)
@@ -176,19 +220,18 @@ func (l *Local) Save(ctx context.Context, s *State, expected uint64) error {
 	}
 
 	backup := BackupPath(l.path)
-	for _, p := range []string{l.path, backup} {
-		if err := removeTemps(dir, filepath.Base(p)); err != nil {
-			return fmt.Errorf("saving state %s: removing what an interrupted write left: %w", l.path, err)
-		}
+	if err := removeTemps(dir, filepath.Base(l.path), filepath.Base(backup)); err != nil {
+		return fmt.Errorf("saving state %s: removing what an interrupted write left: %w", l.path, err)
 	}
-	if raw != nil {
-		if err := writeAtomic(backup, raw, "backup"); err != nil {
+	if exists {
+		if err := writeAtomic(backup, cur.data, "backup"); err != nil {
 			return fmt.Errorf("saving state %s: keeping the previous version: %w", l.path, err)
 		}
 	}
 	if err := writeAtomic(l.path, data, "state"); err != nil {
 		return fmt.Errorf("saving state: %w", err)
 	}
+	l.remember(stored{data: data, serial: next.Serial, lineage: next.Lineage})
 	Saved(s, next)
 	return nil
 }
@@ -204,20 +247,6 @@ func makeDir(dir string) error {
 		return err
 	}
 	return syncDir(filepath.Dir(dir))
-}
-
-// encode writes a document the same way every time: two-space indent, a
-// final newline, and "&", "<" and ">" as themselves so that commands read
-// as written.
-func encode(s *State) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(s); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
 }
 
 // Next is the version of s a backend writes over the one of serial
@@ -247,6 +276,11 @@ func Next(s *State, expected uint64, version string) (*State, []byte, error) {
 	}
 	if next.Machines == nil {
 		next.Machines = []Machine{}
+	}
+	// What a load would refuse is never written: a later save of this
+	// backend, which does not decode what it wrote, would not refuse it.
+	if problem := check(&next); problem != "" {
+		return nil, nil, fmt.Errorf("the document %s, which gpulayer refuses to read: nothing was saved", problem)
 	}
 	data, err := encode(&next)
 	return &next, data, err

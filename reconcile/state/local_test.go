@@ -3,6 +3,7 @@ package state
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"math"
 	"os"
@@ -444,5 +445,150 @@ func TestASaveAtTheLastSerialIsRefusedAndLosesNothing(t *testing.T) {
 	}
 	if got := mustLoad(t, l); got.Serial != math.MaxUint64 {
 		t.Errorf("after the refusal the state reads at serial %d", got.Serial)
+	}
+}
+
+// TestSaveNoticesWhatAnotherWriterPutThere: a save decodes the file only
+// when it is not what this backend last wrote, so whatever else changed
+// it (another gpulayer, `state push`, a person, a pipeline) must still be
+// caught, even a rewrite in place of the same size that keeps the file's
+// times.
+func TestSaveNoticesWhatAnotherWriterPutThere(t *testing.T) {
+	other := "11111111-2222-4333-8444-555555555555"
+	for _, c := range []struct {
+		name string
+		// change rewrites the file this backend wrote (serial 1); data
+		// is that file.
+		change func(t *testing.T, path string, data []byte)
+		want   string
+	}{
+		{"a later serial written in place, same size and times", func(t *testing.T, path string, data []byte) {
+			fi, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := os.OpenFile(path, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.Write(bytes.Replace(data, []byte(`"serial": 1,`), []byte(`"serial": 2,`), 1)); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			if err := os.Chtimes(path, fi.ModTime(), fi.ModTime()); err != nil {
+				t.Fatal(err)
+			}
+		}, "serial 2, expected 1"},
+		{"another lineage at the same serial, renamed into place", func(t *testing.T, path string, data []byte) {
+			var s State
+			if err := json.Unmarshal(data, &s); err != nil {
+				t.Fatal(err)
+			}
+			replaceFile(t, path, bytes.Replace(data, []byte(s.Lineage), []byte(other), 1))
+		}, "it is of lineage " + other},
+		{"an unreadable file of the same size", func(t *testing.T, path string, data []byte) {
+			replaceFile(t, path, bytes.Repeat([]byte("{"), len(data)))
+		}, "is not valid JSON"},
+		{"a link to a copy of what it wrote", func(t *testing.T, path string, data []byte) {
+			copyPath := path + ".copy"
+			if err := os.WriteFile(copyPath, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(copyPath, path); err != nil {
+				t.Fatal(err)
+			}
+		}, "is a symbolic link"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l := NewLocal(DefaultPath(t.TempDir()))
+			s := sample()
+			mustSave(t, l, s, 0)
+			c.change(t, l.Path(), readFile(t, l.Path()))
+			changed := readFile(t, l.Path())
+			s.SetJob(Job{Name: "after", Status: JobLaunching})
+			err := l.Save(context.Background(), s, 1)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Save over a file another wrote = %v, want an error saying %q", err, c.want)
+			}
+			if !bytes.Equal(readFile(t, l.Path()), changed) {
+				t.Error("the refused save changed the file")
+			}
+			if s.Serial != 1 {
+				t.Errorf("the refused save left the state at serial %d", s.Serial)
+			}
+		})
+	}
+}
+
+// TestSaveAfterLoadingWhatAnotherWroteGoesOn: the backend then knows the
+// file as it is now.
+func TestSaveAfterLoadingWhatAnotherWroteGoesOn(t *testing.T) {
+	dir := t.TempDir()
+	l := NewLocal(DefaultPath(dir))
+	mustSave(t, l, sample(), 0)
+	otherWriter := NewLocal(l.Path())
+	theirs := mustLoad(t, otherWriter)
+	theirs.SetJob(Job{Name: "theirs", Status: JobRunning})
+	mustSave(t, otherWriter, theirs, 1)
+
+	s := mustLoad(t, l)
+	if s.Serial != 2 || s.Job("theirs") == nil {
+		t.Fatalf("loaded serial %d, jobs %v", s.Serial, s.Jobs)
+	}
+	s.SetJob(Job{Name: "ours", Status: JobRunning})
+	mustSave(t, l, s, 2)
+	got := mustLoad(t, NewLocal(l.Path()))
+	if got.Serial != 3 || got.Job("theirs") == nil || got.Job("ours") == nil {
+		t.Errorf("after both saves: serial %d, jobs %v", got.Serial, got.Jobs)
+	}
+	// And the other writer, which did not load since, is refused.
+	if err := otherWriter.Save(context.Background(), theirs, 2); err == nil || !strings.Contains(err.Error(), "serial 3, expected 2") {
+		t.Errorf("a save over a version the writer did not read = %v", err)
+	}
+}
+
+// TestSaveRefusesADocumentALoadWouldRefuse: since the next save does not
+// decode what this one wrote, nothing a load refuses may be written.
+func TestSaveRefusesADocumentALoadWouldRefuse(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		change func(s *State)
+		want   string
+	}{
+		{"two jobs of one name", func(s *State) { s.Jobs = append(s.Jobs, s.Jobs[0]) }, `two jobs named "train"`},
+		{"a job with no name", func(s *State) { s.Jobs = append(s.Jobs, Job{}) }, "a job with no name"},
+		{"two machines of one name", func(s *State) { s.Machines = append(s.Machines, s.Machines[0]) }, `two machines named "cloud-0"`},
+		{"a watcher lease with no id", func(s *State) { s.Watcher = &Watcher{Host: "vm-1"} }, "a watcher lease with no id"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l := NewLocal(DefaultPath(t.TempDir()))
+			s := sample()
+			mustSave(t, l, s, 0)
+			before := readFile(t, l.Path())
+			c.change(s)
+			err := l.Save(context.Background(), s, 1)
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "nothing was saved") {
+				t.Fatalf("Save = %v, want a refusal saying %q", err, c.want)
+			}
+			if !bytes.Equal(readFile(t, l.Path()), before) || s.Serial != 1 {
+				t.Error("the refused save changed the file or the state's serial")
+			}
+			mustLoad(t, l)
+		})
+	}
+}
+
+// replaceFile puts data at path by renaming, as another writer would.
+func replaceFile(t *testing.T, path string, data []byte) {
+	t.Helper()
+	tmp := path + ".other"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -69,6 +69,8 @@ func helper(mode string) int {
 		}
 		fmt.Fprintf(os.Stderr, "saved without reaching step %q\n", at)
 		return 3
+	case "full":
+		return fullDiskSave(ctx, l)
 	case "hold":
 		fmt.Printf("locked %s\n", lock.Info().ID)
 		io.Copy(io.Discard, os.Stdin)
