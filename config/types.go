@@ -13,8 +13,9 @@ import (
 type Config struct {
 	// Dir is the directory the files were read from.
 	Dir string
-	// Files maps each file name to its parsed form, for rendering
-	// diagnostics with source snippets.
+	// Files maps each file name to its source, for rendering diagnostics
+	// with source snippets, and its syntax tree (Body, Nav) when Load
+	// returned diagnostics.
 	Files map[string]*hcl.File
 
 	Variables []*Variable

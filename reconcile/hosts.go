@@ -23,7 +23,7 @@ type host struct {
 	loc     placement.Location
 	trusted bool
 	// matrix is the facts' GPU link matrix, one pointer for every host
-	// whose matrix is the same (see interned).
+	// whose matrix is the same (see matrices).
 	matrix *topology.Matrix
 }
 
@@ -33,18 +33,12 @@ func (h *host) usable() bool { return h.problem == nil }
 // hosts indexes the declared hosts by name, with their facts.
 func hostsOf(cfg *config.Config, doc *facts.Document) (map[string]*host, []string) {
 	byName := map[string]*host{}
-	matrices := map[string]*topology.Matrix{}
+	ms := matrices{byKey: map[string]*topology.Matrix{}, byPointer: map[*topology.Matrix]*topology.Matrix{}}
 	var names []string
-	var index map[string]*facts.Host
-	if doc != nil {
-		index = doc.Index()
-	}
+	index := doc.Index()
 	for _, f := range cfg.Fleets {
 		for _, ch := range f.Hosts {
-			h := &host{cfg: ch, fleet: f}
-			if doc != nil {
-				h.facts = index[ch.Name]
-			}
+			h := &host{cfg: ch, fleet: f, facts: index[ch.Name]}
 			switch {
 			case h.facts == nil:
 				h.problem = &HostProblem{Host: ch.Name, Status: StatusNoFacts, Error: "the facts do not name this host"}
@@ -53,7 +47,7 @@ func hostsOf(cfg *config.Config, doc *facts.Document) (map[string]*host, []strin
 			}
 			h.loc, h.trusted = hostLocation(f, ch, h.facts)
 			if h.facts != nil {
-				h.matrix = interned(matrices, h.facts.Topology)
+				h.matrix = ms.interned(h.facts.Topology)
 			}
 			byName[ch.Name] = h
 			names = append(names, ch.Name)
@@ -167,20 +161,34 @@ func describeNode(host string, rank int) string {
 	return fmt.Sprintf("%s (node %d)", host, rank)
 }
 
+// matrices are the distinct matrices of a plan's hosts. Fleets are made
+// of few machine models, and the placement core keeps the tables it
+// builds for a GPU pick per matrix pointer: one pointer per model builds
+// them once per model, not once per host.
+type matrices struct {
+	byKey map[string]*topology.Matrix
+	// byPointer maps a matrix already seen to the one kept: a document
+	// facts.ReadFile read shares one matrix among the hosts of a model,
+	// so most hosts are found here without building their key.
+	byPointer map[*topology.Matrix]*topology.Matrix
+}
+
 // interned returns the matrix seen before with the same content as m, or
-// m. Fleets are made of few machine models, and the placement core keeps
-// the tables it builds for a GPU pick per matrix pointer: one pointer per
-// model builds them once per model, not once per host.
-func interned(seen map[string]*topology.Matrix, m *topology.Matrix) *topology.Matrix {
+// m.
+func (ms matrices) interned(m *topology.Matrix) *topology.Matrix {
 	if m == nil {
 		return nil
 	}
-	k := matrixKey(m)
-	if prev, ok := seen[k]; ok {
+	if prev, ok := ms.byPointer[m]; ok {
 		return prev
 	}
-	seen[k] = m
-	return m
+	k := matrixKey(m)
+	prev, ok := ms.byKey[k]
+	if !ok {
+		ms.byKey[k], prev = m, m
+	}
+	ms.byPointer[m] = prev
+	return prev
 }
 
 // matrixKey writes everything a matrix holds into one string.

@@ -45,6 +45,7 @@ func (p *Plan) StaleReasons(planned, now *facts.Document) []string {
 	for _, l := range p.Leftovers {
 		stopped[l.RunID] = true
 	}
+	wasByName, isByName := planned.Index(), now.Index()
 	var out []string
 	checked := map[string]bool{}
 	linksChecked := map[string]bool{}
@@ -53,7 +54,7 @@ func (p *Plan) StaleReasons(planned, now *facts.Document) []string {
 			continue
 		}
 		for _, n := range c.Placement.Nodes {
-			was, is := planned.Find(n.Host), now.Find(n.Host)
+			was, is := wasByName[n.Host], isByName[n.Host]
 			switch {
 			case is == nil || is.Status != facts.StatusOK:
 				if !checked[n.Host] {

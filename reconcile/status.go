@@ -138,11 +138,12 @@ type NodeStatus struct {
 func Status(in StatusInput) *StatusReport {
 	st := in.State
 	r := &StatusReport{Lineage: st.Lineage, Serial: st.Serial, Job: in.Job, MadeAt: in.Now.UTC(), Jobs: []JobStatus{}, Leftovers: []JobStatus{}}
+	byName := in.Facts.Index()
 	for _, j := range st.Jobs {
 		if in.Job != "" && j.Name != in.Job {
 			continue
 		}
-		js := jobStatus(j, in.Facts, in.Now)
+		js := jobStatus(j, byName, in.Now)
 		judge(&js, j, in.Plan)
 		if in.Job != "" {
 			js.Runs = runsOf(j, js)
@@ -153,7 +154,7 @@ func Status(in StatusInput) *StatusReport {
 		if in.Job != "" && j.Name != in.Job {
 			continue
 		}
-		r.Leftovers = append(r.Leftovers, jobStatus(j, in.Facts, in.Now))
+		r.Leftovers = append(r.Leftovers, jobStatus(j, byName, in.Now))
 	}
 	return r
 }
@@ -229,15 +230,14 @@ func runsOf(j state.Job, js JobStatus) []RunStatus {
 	return append(out, cur)
 }
 
-func jobStatus(j state.Job, doc *facts.Document, now time.Time) JobStatus {
+// jobStatus is a job's status from the facts of its hosts (by name, as
+// facts.Document.Index gives them; nil when nothing is known).
+func jobStatus(j state.Job, byName map[string]*facts.Host, now time.Time) JobStatus {
 	js := JobStatus{Job: j.Name, Status: j.Status, RunID: j.RunID, Error: j.Error, LaunchedAt: j.LaunchedAt,
 		MasterAddr: j.MasterAddr, MasterPort: j.MasterPort, Nodes: []NodeStatus{}}
 	for _, n := range j.Nodes {
 		ns := NodeStatus{Rank: n.Rank, Host: n.Host, Address: n.Address, GPUs: n.GPUs}
-		var fh *facts.Host
-		if doc != nil {
-			fh = doc.Find(n.Host)
-		}
+		fh := byName[n.Host]
 		switch {
 		case n.Process == nil:
 			ns.Process = ProcessNotStarted

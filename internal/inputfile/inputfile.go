@@ -57,37 +57,14 @@ func ReadNoFollow(path string, max int64) ([]byte, error) {
 }
 
 func read(path string, max int64, noFollow bool) ([]byte, error) {
-	stat, flags := os.Stat, openNonblock
-	if noFollow {
-		stat, flags = os.Lstat, flags|openNoFollow
-	}
-	fi, err := stat(path)
+	f, size, err := open(path, max, noFollow)
 	if err != nil {
-		return nil, err
-	}
-	if fi.Mode()&fs.ModeSymlink != 0 {
-		return nil, &fs.PathError{Op: "open", Path: path, Err: errLink}
-	}
-	if err := check(path, fi, max); err != nil {
-		return nil, err
-	}
-	f, err := os.OpenFile(path, os.O_RDONLY|flags, 0)
-	if err != nil {
-		if IsLink(err) {
-			return nil, &fs.PathError{Op: "open", Path: path, Err: errLink}
-		}
 		return nil, err
 	}
 	defer f.Close()
-	if fi, err = f.Stat(); err != nil {
-		return nil, err
-	}
-	if err := check(path, fi, max); err != nil {
-		return nil, err
-	}
 	// Sized from the file, so a large one is read in one allocation rather
 	// than grown by doubling; one byte past max shows a file that grew.
-	buf := bytes.NewBuffer(make([]byte, 0, fi.Size()+512))
+	buf := bytes.NewBuffer(make([]byte, 0, size+512))
 	if _, err := buf.ReadFrom(io.LimitReader(f, max+1)); err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
@@ -95,6 +72,90 @@ func read(path string, max int64, noFollow bool) ([]byte, error) {
 		return nil, &Error{Path: path, Size: int64(buf.Len()), Max: max}
 	}
 	return buf.Bytes(), nil
+}
+
+// Open is Read for a reader that consumes the file as it comes (a large
+// document decoded while it is read, never held whole in memory): the
+// same refusals before and at the open, and a read that reaches past max
+// bytes, the file having grown since, fails with an *Error. The caller
+// closes it.
+func Open(path string, max int64) (io.ReadCloser, error) {
+	f, _, err := open(path, max, false)
+	if err != nil {
+		return nil, err
+	}
+	return &limited{f: f, path: path, left: max, max: max}, nil
+}
+
+// limited reads at most max bytes of f, and fails past them.
+type limited struct {
+	f         *os.File
+	path      string
+	left, max int64
+	n         int64 // bytes read
+}
+
+func (l *limited) Read(p []byte) (int, error) {
+	if l.left <= 0 {
+		// One byte more tells a file that grew past max from one that
+		// ends at it.
+		var one [1]byte
+		if n, _ := l.f.Read(one[:]); n > 0 {
+			size := l.n + 1
+			if fi, err := l.f.Stat(); err == nil {
+				size = max(size, fi.Size())
+			}
+			return 0, &Error{Path: l.path, Size: size, Max: l.max}
+		}
+		return 0, io.EOF
+	}
+	if int64(len(p)) > l.left {
+		p = p[:l.left]
+	}
+	n, err := l.f.Read(p)
+	l.left -= int64(n)
+	l.n += int64(n)
+	if err != nil && err != io.EOF {
+		err = fmt.Errorf("read %s: %w", l.path, err)
+	}
+	return n, err
+}
+
+func (l *limited) Close() error { return l.f.Close() }
+
+// open opens the regular file at path, refusing what Read refuses, and
+// returns it with its size.
+func open(path string, max int64, noFollow bool) (*os.File, int64, error) {
+	stat, flags := os.Stat, openNonblock
+	if noFollow {
+		stat, flags = os.Lstat, flags|openNoFollow
+	}
+	fi, err := stat(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		return nil, 0, &fs.PathError{Op: "open", Path: path, Err: errLink}
+	}
+	if err := check(path, fi, max); err != nil {
+		return nil, 0, err
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|flags, 0)
+	if err != nil {
+		if IsLink(err) {
+			return nil, 0, &fs.PathError{Op: "open", Path: path, Err: errLink}
+		}
+		return nil, 0, err
+	}
+	if fi, err = f.Stat(); err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	if err := check(path, fi, max); err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return f, fi.Size(), nil
 }
 
 func check(path string, fi fs.FileInfo, max int64) error {

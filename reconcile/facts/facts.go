@@ -155,10 +155,13 @@ const (
 	NodeFileLog  = "log"
 )
 
-// Find returns the host named name, or nil.
 // Index maps each host's name to its facts (the first of a name): a plan of
-// thousands of hosts looks each up once, not by a search of them all.
+// thousands of hosts looks each up once, not by a search of them all. A
+// nil document indexes no host.
 func (d *Document) Index() map[string]*Host {
+	if d == nil {
+		return nil
+	}
 	out := make(map[string]*Host, len(d.Hosts))
 	for i := range d.Hosts {
 		if _, dup := out[d.Hosts[i].Name]; !dup {
@@ -168,6 +171,8 @@ func (d *Document) Index() map[string]*Host {
 	return out
 }
 
+// Find returns the host named name, or nil: a search of every host, for
+// one look-up (Index for many).
 func (d *Document) Find(name string) *Host {
 	for i := range d.Hosts {
 		if d.Hosts[i].Name == name {
