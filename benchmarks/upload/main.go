@@ -41,7 +41,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -285,51 +284,24 @@ func checkUnpacked(homes []string, client, job string, files int) error {
 	return nil
 }
 
-// gpulayerUpload does for each machine what apply's uploadTo does, par at
-// a time, over one new pool: it returns the bytes streamed, all machines
-// together.
+// gpulayerUpload is apply's own upload of a job's code (apply.UploadCode)
+// to every machine, par at a time, over one new pool: it returns the
+// bytes streamed, all machines together.
 func gpulayerUpload(machines []probe.Machine, tree *codetree.Tree, job string, par int) (int64, error) {
 	pool := ssh.NewPool(ssh.Options{Parallelism: par})
 	defer pool.Close()
-	var sent atomic.Int64
-	// The stream is compressed once and its bytes sent to each machine,
-	// as apply does (apply.SharedArchive).
-	write, remove := apply.SharedArchive(tree)
-	defer remove()
-	err := fanOut(machines, par, func(m probe.Machine) error {
-		ctx := context.Background()
-		res, err := pool.Run(ctx, m.Target, "sh -s -- gpulayer-has-code "+ssh.Quote(job), strings.NewReader(launch.HasCodeScript(job, tree.Hash)))
-		if err != nil {
-			return fmt.Errorf("%s: checking its code: %w", m.Name, err)
+	targets := map[string]ssh.Target{}
+	for _, m := range machines {
+		targets[m.Name] = m.Target
+	}
+	var sent int64
+	for _, u := range apply.UploadCode(context.Background(), pool, job, tree, targets, apply.UploadOptions{Parallelism: par}) {
+		if u.Err != nil {
+			return 0, fmt.Errorf("%s: %w", u.Host, u.Err)
 		}
-		if strings.Contains(string(res.Stdout), "gpulayer-code:present") {
-			return nil
-		}
-		pr, pw := io.Pipe()
-		go func() { pw.CloseWithError(write(counter{pw, &sent})) }()
-		res, err = pool.Run(ctx, m.Target, launch.UploadCommand(job, tree.Hash), pr)
-		pr.CloseWithError(io.ErrClosedPipe)
-		if err != nil {
-			return fmt.Errorf("%s: sending its code: %w", m.Name, err)
-		}
-		if err := launch.ParseUpload(res.Stdout); err != nil {
-			return fmt.Errorf("%s: %w", m.Name, err)
-		}
-		return nil
-	})
-	return sent.Load(), err
-}
-
-// counter counts what passes through to w.
-type counter struct {
-	w io.Writer
-	n *atomic.Int64
-}
-
-func (c counter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n.Add(int64(n))
-	return n, err
+		sent += u.Bytes
+	}
+	return sent, nil
 }
 
 // opensshUpload pipes `tar c` into one ssh per machine, par at a time.

@@ -5,20 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gpulayer/gpulayer/internal/codetree"
 	"github.com/gpulayer/gpulayer/reconcile/launch"
+	"github.com/gpulayer/gpulayer/reconcile/probe"
 	"github.com/gpulayer/gpulayer/reconcile/state"
 	"github.com/gpulayer/gpulayer/ssh"
 )
-
-// UploadTimeout bounds one machine's code upload.
-const UploadTimeout = 30 * time.Minute
 
 // setupMargin is what a setup's session gets beyond its setup_timeout, for
 // the script around it.
@@ -61,73 +61,150 @@ func (r *run) prepare(ctx context.Context, spec state.JobSpec, job state.Job, no
 	return failure
 }
 
-// upload sends the job's code to each of its machines, in parallel.
+// upload sends the job's code to each of its machines, in parallel, with
+// UploadCode: the first failure, by rank, fails the launch.
 func (r *run) upload(ctx context.Context, spec state.JobSpec, job state.Job) *LaunchError {
 	tree := r.e.Code[job.Name]
 	if tree == nil || tree.Hash != spec.Code.Hash {
 		return &LaunchError{Job: job.Name, Rank: 0, Host: "-", Err: errors.New("its code is not the one the plan was made from; make a new plan")}
 	}
-	var hosts []string
+	targets := map[string]ssh.Target{}
 	first := map[string]int{}
-	for _, n := range job.Nodes {
-		if _, ok := first[n.Host]; !ok {
-			first[n.Host] = n.Rank
-			hosts = append(hosts, n.Host)
-		}
-	}
-	slices.Sort(hosts)
-	// Machines that need the code all get the same bytes: the stream is
-	// compressed once, into a temporary file, when the first of them asks
-	// (compressing it once per machine is what made an upload to many
-	// machines slower than tar | ssh), and streamed as it is made when
-	// only one machine needs it.
-	write := tree.WriteTar
-	if len(hosts) > 1 {
-		var remove func()
-		write, remove = SharedArchive(tree)
-		defer remove()
-	}
-	var mu sync.Mutex
 	var failure *LaunchError
-	each(ctx, hosts, func(ctx context.Context, host string) {
-		rank := first[host]
-		ev := Event{Job: job.Name, Run: job.RunID, Rank: rank, Host: host}
-		err := r.uploadTo(ctx, host, job.Name, tree.Hash, func(sent bool) {
-			ev.Step, ev.Detail = StepUploading, fmt.Sprintf("code %s, %d files", sizeWords(tree.Size), len(tree.Files))
-			if !sent {
-				ev.Step, ev.Detail = StepUploaded, "code already on the machine"
-			}
-			r.progress(ev)
-		}, write)
-		if err != nil {
-			ev.Step, ev.Detail = StepFailed, err.Error()
-			r.progress(ev)
-			mu.Lock()
-			if failure == nil || rank < failure.Rank {
-				failure = &LaunchError{Job: job.Name, Rank: rank, Host: host, Err: err}
-			}
-			mu.Unlock()
-			return
+	for _, n := range job.Nodes {
+		if _, ok := first[n.Host]; ok {
+			continue
 		}
+		first[n.Host] = n.Rank
+		t, err := r.declared(n.Host)
+		if err != nil {
+			r.progress(Event{Job: job.Name, Run: job.RunID, Rank: n.Rank, Host: n.Host, Step: StepFailed, Detail: err.Error()})
+			if failure == nil {
+				failure = &LaunchError{Job: job.Name, Rank: n.Rank, Host: n.Host, Err: err}
+			}
+			continue
+		}
+		targets[n.Host] = t
+	}
+	if failure != nil {
+		return failure
+	}
+	sent := UploadCode(ctx, r.e.Runner, job.Name, tree, targets, UploadOptions{
+		Slots: r.sem,
+		Progress: func(ev Event) {
+			ev.Run, ev.Rank = job.RunID, first[ev.Host]
+			r.progress(ev)
+		},
 	})
+	for _, s := range sent {
+		if errors.Is(s.Err, errNotBegun) {
+			continue // interrupted before it asked: nothing to report
+		}
+		if s.Err != nil && (failure == nil || first[s.Host] < failure.Rank) {
+			failure = &LaunchError{Job: job.Name, Rank: first[s.Host], Host: s.Host, Err: s.Err}
+		}
+	}
 	if failure == nil && ctx.Err() != nil {
 		failure = &LaunchError{Job: job.Name, Rank: 0, Host: "-", Err: errors.New("interrupted while sending its code")}
 	}
 	return failure
 }
 
-// SharedArchive is a writer of tree's compressed stream that makes it once,
-// into a temporary file, when first called, and copies those bytes on
-// every call after: what apply sends each machine of a job that needs its
-// code. remove deletes the file.
-func SharedArchive(tree *codetree.Tree) (write func(io.Writer) error, remove func()) {
-	a := &sharedArchive{tree: tree}
+// UploadOptions tune UploadCode.
+type UploadOptions struct {
+	// Slots bounds the machines asked or sent to at once: apply passes
+	// its node-operation semaphore, shared with its other steps. Nil
+	// makes one of Parallelism slots.
+	Slots chan struct{}
+	// Parallelism is the size of the semaphore made when Slots is nil;
+	// 0 means DefaultParallelism.
+	Parallelism int
+	// Progress, when set, is told each machine's steps (StepUploading,
+	// StepUploaded, StepFailed; Job and Host set), one call at a time.
+	Progress func(Event)
+}
+
+// CodeSent is what one machine got of a job's code.
+type CodeSent struct {
+	Host string
+	// Sent says the tree was streamed; false when the machine had it
+	// already (or when Err says why not).
+	Sent bool
+	// Bytes counts the compressed stream that went into the session.
+	Bytes int64
+	Err   error
+}
+
+// UploadCode makes every machine of targets (by host name) hold tree,
+// job's code, at launch.CodeDir(job, tree.Hash): each is asked in one
+// short session whether it has that directory, and those that have not
+// get the tree as one gzip tar stream into launch.UploadCommand (a
+// temporary directory renamed once whole). The machines that need it get
+// the same bytes, compressed once into a temporary file (compressing once
+// per machine is what made an upload to many machines slower than
+// tar | ssh); a single machine gets the stream as it is made. It is what
+// apply does before a job with code starts, and what benchmarks/upload
+// measures. Machines are done in parallel, bounded by opts' slots, and
+// reported in host order; a context cancelled leaves the machines not yet
+// begun with an error that wraps its own.
+func UploadCode(ctx context.Context, runner probe.Runner, job string, tree *codetree.Tree, targets map[string]ssh.Target, opts UploadOptions) []CodeSent {
+	slots := opts.Slots
+	if slots == nil {
+		n := opts.Parallelism
+		if n <= 0 {
+			n = DefaultParallelism
+		}
+		slots = make(chan struct{}, n)
+	}
+	var mu sync.Mutex
+	progress := func(ev Event) {
+		if opts.Progress == nil {
+			return
+		}
+		ev.Job = job
+		mu.Lock()
+		defer mu.Unlock()
+		opts.Progress(ev)
+	}
+	hosts := slices.Sorted(maps.Keys(targets))
+	write := tree.WriteTar
+	if len(hosts) > 1 {
+		var remove func()
+		write, remove = sharedArchive(tree)
+		defer remove()
+	}
+	out := make([]CodeSent, len(hosts))
+	var wg sync.WaitGroup
+	for i, host := range hosts {
+		out[i].Host = host
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			u := &out[i]
+			u.Sent, u.Bytes, u.Err = uploadTo(ctx, runner, slots, targets[host], job, tree, write, func(step, detail string) {
+				progress(Event{Host: host, Step: step, Detail: detail})
+			})
+			if u.Err != nil && !errors.Is(u.Err, errNotBegun) {
+				progress(Event{Host: host, Step: StepFailed, Detail: u.Err.Error()})
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// sharedArchive is a writer of tree's compressed stream that makes it
+// once, into a temporary file, when first called, and copies those bytes
+// on every call after: what each machine of a job that needs its code is
+// sent. remove deletes the file.
+func sharedArchive(tree *codetree.Tree) (write func(io.Writer) error, remove func()) {
+	a := &archive{tree: tree}
 	return a.writeTo, a.remove
 }
 
-// sharedArchive is a tree's compressed stream, made once for every machine
-// that needs it.
-type sharedArchive struct {
+// archive is a tree's compressed stream, made once for every machine that
+// needs it.
+type archive struct {
 	tree *codetree.Tree
 	once sync.Once
 	path string
@@ -135,7 +212,7 @@ type sharedArchive struct {
 }
 
 // writeTo copies the archive to w, making it first if no machine has.
-func (a *sharedArchive) writeTo(w io.Writer) error {
+func (a *archive) writeTo(w io.Writer) error {
 	a.once.Do(func() {
 		f, err := os.CreateTemp("", "gpulayer-code-*.tar.gz")
 		if err != nil {
@@ -162,51 +239,88 @@ func (a *sharedArchive) writeTo(w io.Writer) error {
 	return err
 }
 
-func (a *sharedArchive) remove() {
+func (a *archive) remove() {
 	if a.path != "" {
 		os.Remove(a.path)
 	}
 }
 
-// uploadTo checks whether host has the code and, when not, streams it
-// there: one cheap session to ask, one to send.
-func (r *run) uploadTo(ctx context.Context, host, job, hash string, starting func(sent bool), write func(io.Writer) error) error {
-	t, err := r.declared(host)
-	if err != nil {
-		return err
-	}
+// errNotBegun is the error of a machine left when the context ended
+// before its turn.
+var errNotBegun = errors.New("not begun")
+
+// errUploadEnded is what the stream's writer is told once the session
+// that read it ended.
+var errUploadEnded = errors.New("the upload's session ended")
+
+// uploadTo checks whether the machine has the code and, when not, streams
+// it there: one cheap session to ask, one to send. It says whether it
+// sent the tree and how many bytes of the stream went into the session.
+func uploadTo(ctx context.Context, runner probe.Runner, slots chan struct{}, t ssh.Target, job string, tree *codetree.Tree, write func(io.Writer) error, step func(step, detail string)) (bool, int64, error) {
 	select {
-	case r.sem <- struct{}{}:
+	case slots <- struct{}{}:
 	case <-ctx.Done():
-		return ctx.Err()
+		return false, 0, fmt.Errorf("%w: %w", errNotBegun, ctx.Err())
 	}
-	defer func() { <-r.sem }()
+	defer func() { <-slots }()
 	cctx, cancel := context.WithTimeout(ctx, launch.Timeout)
-	res, err := r.e.Runner.Run(cctx, t, "sh -s -- gpulayer-has-code "+ssh.Quote(job), strings.NewReader(launch.HasCodeScript(job, hash)))
+	res, err := runner.Run(cctx, t, "sh -s -- gpulayer-has-code "+ssh.Quote(job), strings.NewReader(launch.HasCodeScript(job, tree.Hash)))
 	cancel()
 	if err != nil {
-		return fmt.Errorf("checking its code: %w", err)
+		return false, 0, fmt.Errorf("checking its code: %w", err)
 	}
 	if strings.Contains(string(res.Stdout), "gpulayer-code:present") {
-		starting(false)
-		return nil
+		step(StepUploaded, "code already on the machine")
+		return false, 0, nil
 	}
-	starting(true)
+	step(StepUploading, fmt.Sprintf("code %s, %d files", sizeWords(tree.Size), len(tree.Files)))
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(write(pw)) }()
-	uctx, cancel := context.WithTimeout(ctx, UploadTimeout)
+	var sent countingWriter
+	sent.w = pw
+	var werr error
+	written := make(chan struct{})
+	go func() {
+		werr = write(&sent)
+		close(written)
+		pw.CloseWithError(werr)
+	}()
+	uctx, cancel := context.WithTimeout(ctx, launch.UploadTimeout)
 	defer cancel()
-	res, err = r.e.Runner.Run(uctx, t, launch.UploadCommand(job, hash), pr)
+	res, err = runner.Run(uctx, t, launch.UploadCommand(job, tree.Hash), pr)
 	// The writer may still be blocked on a pipe no one reads any more.
-	pr.CloseWithError(errors.New("upload ended"))
+	pr.CloseWithError(errUploadEnded)
+	// A stream that could not be made whole (a file that changed since
+	// the plan hashed it) ends early, and the machine's tar then fails
+	// on a truncated archive: the writer's error says why. (Its error is
+	// known once the session ended, since the session waits for the end
+	// of the stream; a writer still busy is not waited for.)
+	select {
+	case <-written:
+		if werr != nil && !errors.Is(werr, errUploadEnded) {
+			return true, sent.n.Load(), fmt.Errorf("sending its code: %w", werr)
+		}
+	default:
+	}
 	if err != nil {
-		return fmt.Errorf("sending its code: %w", err)
+		return true, sent.n.Load(), fmt.Errorf("sending its code: %w", err)
 	}
 	if err := launch.ParseUpload(res.Stdout); err != nil {
-		return err
+		return true, sent.n.Load(), err
 	}
-	r.progress(Event{Job: job, Host: host, Step: StepUploaded, Detail: "code sent"})
-	return nil
+	step(StepUploaded, "code sent")
+	return true, sent.n.Load(), nil
+}
+
+// countingWriter counts the bytes that went through it to w.
+type countingWriter struct {
+	w io.Writer
+	n atomic.Int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n.Add(int64(n))
+	return n, err
 }
 
 // setup runs the job's setup on one node.

@@ -21,6 +21,14 @@ const CodeRoot = ".gpulayer/code"
 // CodeKeep is how many code directories of a job a machine keeps.
 const CodeKeep = 3
 
+// UploadTimeout bounds one machine's code upload (apply's session).
+const UploadTimeout = 30 * time.Minute
+
+// staleUpload is the age past which an upload's temporary directory can
+// only be one whose session ended without removing it (the connection
+// lost and tar killed with it): no upload lasts that long.
+const staleUpload = 2 * UploadTimeout
+
 // SetupRoot holds the markers of setups that succeeded:
 // SetupRoot/JOB/KEY, KEY from the setup text and the code's hash.
 const SetupRoot = ".gpulayer/setup"
@@ -55,9 +63,10 @@ func HasCodeScript(job, hash string) string {
 // shell. It unpacks into a temporary directory beside the final one and
 // renames it only when tar succeeded: a stream cut short (the connection
 // lost, apply interrupted, a file that changed while it was sent) leaves
-// no directory at the final name, and the temporary one is removed. Then
-// the job's code directories beyond the CodeKeep most recently used are
-// removed. The last line printed is "gpulayer-upload:ok" or
+// no directory at the final name, and the temporary one is removed (or,
+// where the session was killed before it could be, by a later upload once
+// it is older than any upload can last). Then the job's code directories
+// beyond the CodeKeep most recently used are removed. The last line printed is "gpulayer-upload:ok" or
 // "gpulayer-upload:error MESSAGE".
 func UploadCommand(job, hash string) string {
 	base := ssh.Quote(CodeRoot + "/" + job)
@@ -68,6 +77,7 @@ func UploadCommand(job, hash string) string {
 	w("gpulayer_fail() { printf 'gpulayer-upload:error %s\\n' \"$1\"; exit 1; }")
 	w("cd \"$HOME\" || gpulayer_fail 'cannot enter the home directory'")
 	w("mkdir -p " + base + " || gpulayer_fail " + ssh.Quote("cannot create ~/"+CodeRoot+"/"+job))
+	w("find " + base + " -maxdepth 1 -name '.tmp-*' -mmin +" + strconv.Itoa(int(staleUpload.Minutes())) + " -exec rm -rf {} \\; 2>/dev/null")
 	w("gpulayer_tmp=" + base + "/.tmp-" + ssh.Quote(hash) + "-$$")
 	w("rm -rf \"$gpulayer_tmp\"; mkdir \"$gpulayer_tmp\" || gpulayer_fail 'cannot create a temporary directory'")
 	w("if ! tar xzf - -C \"$gpulayer_tmp\" 2>\"$gpulayer_tmp.err\"; then")
