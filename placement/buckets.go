@@ -9,15 +9,15 @@ import (
 	"github.com/gpulayer/gpulayer/topology"
 )
 
-// cellKey is the full location and torch version: the finest bucket.
-type cellKey struct{ torch, region, zone, ng string }
+// cellKey is the compatibility properties the policy keys on (torch,
+// CUDA driver, GPU model; "" for those it does not list) and the full
+// location: the finest bucket.
+type cellKey struct{ torch, driver, model, region, zone, ng string }
 
-// field is the key's value at depth 0 (torch), 1 (region), 2 (zone) or 3
-// (network group).
+// field is the key's location value at depth 1 (region), 2 (zone) or 3
+// (network group). Depth 0 is the compatibility properties (sameCompat).
 func (k *cellKey) field(depth int) string {
 	switch depth {
-	case 0:
-		return k.torch
 	case 1:
 		return k.region
 	case 2:
@@ -26,8 +26,28 @@ func (k *cellKey) field(depth int) string {
 	return k.ng
 }
 
+func (k *cellKey) sameCompat(o *cellKey) bool {
+	return k.torch == o.torch && k.driver == o.driver && k.model == o.model
+}
+
+// compat is the key's value of the i-th of compatProps.
+func (k *cellKey) compat(i int) string {
+	switch i {
+	case 0:
+		return k.torch
+	case 1:
+		return k.driver
+	}
+	return k.model
+}
+
 func (k *cellKey) less(o *cellKey) int {
-	for d := 0; d < 4; d++ {
+	for i := range len(compatProps) {
+		if c := strings.Compare(k.compat(i), o.compat(i)); c != 0 {
+			return c
+		}
+	}
+	for d := 1; d < 4; d++ {
 		if c := strings.Compare(k.field(d), o.field(d)); c != 0 {
 			return c
 		}
@@ -36,7 +56,7 @@ func (k *cellKey) less(o *cellKey) int {
 }
 
 // depthOf is the key depth whose value a level's bucket shares last.
-func depthOf(l Level) int { return 3 - int(l) }
+func depthOf(l Level) int { return int(LevelAny - l) }
 
 // cell is the compatible workers of one cellKey.
 type cell struct {
@@ -55,6 +75,10 @@ type group struct {
 	depth    int8  // fields 0..depth are shared by its cells
 	lo, hi   int32 // its free workers: freeByCell[lo:hi]
 	compat   int32 // its compatible workers, free or not (buckets only)
+	// room is how many of its free workers placement can take: all of
+	// them, or with slices those that make whole slices (sliceRoom);
+	// compatRoom the same of its compatible workers (buckets only).
+	room, compatRoom int32
 }
 
 func (g *group) size() int { return int(g.hi - g.lo) }
@@ -67,7 +91,8 @@ func (s *scheduler) classify() {
 	s.index = nil
 	clear(s.slots[:])
 	freeTotal := 0
-	static := len(s.pol.Labels) > 0 || len(s.pol.Regions) > 0
+	static := len(s.pol.Labels) > 0 || len(s.pol.Regions) > 0 || s.slice > 0
+	more := s.keys&^keyTorch != 0 // keyed on more than torch
 	for i := range s.ws {
 		w := &s.ws[i]
 		s.cellOf[i] = -1
@@ -85,10 +110,24 @@ func (s *scheduler) classify() {
 		}
 		// A direct-mapped cache on a few bytes of the key finds the cell
 		// whether the fleet is listed zone by zone or round robin.
+		// The properties the policy does not key on are "" for every
+		// worker, so they never split a bucket.
+		torch, driver, model := w.TorchVersion, "", ""
+		if s.keys&keyTorch == 0 {
+			torch = ""
+		}
+		if more {
+			if s.keys&keyDriver != 0 {
+				driver = w.CUDADriver
+			}
+			if s.keys&keyModel != 0 {
+				model = w.GPUModel
+			}
+		}
 		slot := &s.slots[slotOf(w)]
 		c := *slot - 1
-		if c < 0 || !s.cells[c].holds(w) {
-			c = s.cellFor(w)
+		if c < 0 || !s.cells[c].holds(w, torch) || more && !s.cells[c].holdsMore(driver, model) {
+			c = s.cellFor(cellKey{torch, driver, model, w.Location.Region, w.Location.Zone, w.Location.NetworkGroup})
 			*slot = c + 1
 		}
 		s.cells[c].compat++
@@ -113,6 +152,8 @@ func (s *scheduler) classify() {
 			s.prim[i] = int64(min(max(w.RunningTasks, 0), math.MaxInt32))<<8 | int64(free)
 		case rankMostFreeMemory:
 			s.prim[i] = -max(w.FreeMemoryMiB, 0)
+		case rankBinpack:
+			s.prim[i] = int64(free)<<48 | min(max(w.FreeMemoryMiB, 0), 1<<48-1)
 		default:
 			s.prim[i] = 0
 		}
@@ -154,16 +195,19 @@ func (s *scheduler) classify() {
 	}
 }
 
-// holds reports whether the worker belongs to the cell. Zones and network
-// groups differ most often, so they are compared first.
-func (k *cellKey) holds(w *Worker) bool {
-	return k.zone == w.Location.Zone && k.ng == w.Location.NetworkGroup && k.region == w.Location.Region && k.torch == w.TorchVersion
+// holds reports whether a worker with this torch value ("" when the policy
+// does not key on torch) belongs to the cell by location and torch, by the
+// key's fingerprint: word compares, no calls. Zones and network groups
+// differ most often, so they are compared first.
+func (c *cell) holds(w *Worker, torch string) bool {
+	return c.print.zone.is(w.Location.Zone, c.key.zone) && c.print.ng.is(w.Location.NetworkGroup, c.key.ng) &&
+		c.print.region.is(w.Location.Region, c.key.region) && c.print.torch.is(torch, c.key.torch)
 }
 
-// holds is cellKey.holds by the key's fingerprint: word compares, no calls.
-func (c *cell) holds(w *Worker) bool {
-	return c.print.zone.is(w.Location.Zone, c.key.zone) && c.print.ng.is(w.Location.NetworkGroup, c.key.ng) &&
-		c.print.region.is(w.Location.Region, c.key.region) && c.print.torch.is(w.TorchVersion, c.key.torch)
+// holdsMore is holds for the CUDA driver and GPU model, checked only when
+// the policy keys on one of them.
+func (c *cell) holdsMore(driver, model string) bool {
+	return c.print.driver.is(driver, c.key.driver) && c.print.model.is(model, c.key.model)
 }
 
 // strKey is a string's fingerprint: its length and two words of its bytes.
@@ -203,7 +247,7 @@ func (k *strKey) is(s, orig string) bool {
 }
 
 // cellPrint is the fingerprint of a cellKey.
-type cellPrint struct{ torch, region, zone, ng strKey }
+type cellPrint struct{ torch, driver, model, region, zone, ng strKey }
 
 // slotCount is the size of the cell cache in classify.
 const slotCount = 64
@@ -227,21 +271,20 @@ func slotOf(w *Worker) int {
 	return int(h % slotCount)
 }
 
-// cellFor finds or adds the worker's cell: a scan while there are few
+// cellFor finds or adds the cell of key k: a scan while there are few
 // cells (fleets have a handful of zones), a map beyond.
-func (s *scheduler) cellFor(w *Worker) int32 {
+func (s *scheduler) cellFor(k cellKey) int32 {
 	if s.index == nil {
 		for j := range s.cells {
-			if s.cells[j].key.holds(w) {
+			if s.cells[j].key == k {
 				return int32(j)
 			}
 		}
-	} else if j, ok := s.index[cellKey{w.TorchVersion, w.Location.Region, w.Location.Zone, w.Location.NetworkGroup}]; ok {
+	} else if j, ok := s.index[k]; ok {
 		return j
 	}
 	c := int32(len(s.cells))
-	k := cellKey{w.TorchVersion, w.Location.Region, w.Location.Zone, w.Location.NetworkGroup}
-	s.cells = append(s.cells, cell{key: k, print: cellPrint{keyOf(k.torch), keyOf(k.region), keyOf(k.zone), keyOf(k.ng)}})
+	s.cells = append(s.cells, cell{key: k, print: cellPrint{keyOf(k.torch), keyOf(k.driver), keyOf(k.model), keyOf(k.region), keyOf(k.zone), keyOf(k.ng)}})
 	switch {
 	case s.index != nil:
 		s.index[k] = c
@@ -256,7 +299,8 @@ func (s *scheduler) cellFor(w *Worker) int32 {
 
 // staticReason is the index in staticReasons of the first check the worker
 // fails that does not depend on what is free now (label, region,
-// torchrun, GPU count); -1 when it passes them.
+// torchrun, GPU count, a value at the slices' level); -1 when it passes
+// them.
 func (s *scheduler) staticReason(w *Worker) int {
 	if len(s.pol.Labels) > 0 {
 		for k, v := range s.pol.Labels {
@@ -283,6 +327,9 @@ func (s *scheduler) staticReason(w *Worker) int {
 	if w.gpuCount() < s.gpn {
 		return exclTooFewGPUs
 	}
+	if s.slice > 0 && w.Location.At(s.sliceLevel) == "" {
+		return exclNoSliceValue
+	}
 	return -1
 }
 
@@ -307,7 +354,11 @@ func (s *scheduler) buckets(level Level) ([]group, LevelExplanation) {
 			free += s.cells[j].free
 			j++
 		}
-		out = append(out, group{clo: int32(i), chi: int32(j), depth: int8(depth), lo: c.off, hi: c.off + free, compat: compat})
+		g := group{clo: int32(i), chi: int32(j), depth: int8(depth), lo: c.off, hi: c.off + free, compat: compat, room: free, compatRoom: compat}
+		if s.slice > 0 {
+			g.room, g.compatRoom = s.sliceRoom(g.clo, g.chi)
+		}
+		out = append(out, g)
 		i = j
 	}
 	s.groups = out
@@ -324,9 +375,12 @@ func (s *scheduler) buckets(level Level) ([]group, LevelExplanation) {
 	for i, g := range out {
 		k := &s.cells[g.clo].key
 		exp.Buckets[i] = BucketExplanation{
-			TorchVersion: k.torch,
-			Location:     Location{Region: k.region, Zone: k.zone, NetworkGroup: k.ng}.Upto(level),
-			Eligible:     int(g.compat), Free: g.size(), Needed: s.nodes,
+			TorchVersion: k.torch, CUDADriver: k.driver, GPUModel: k.model,
+			Location: Location{Region: k.region, Zone: k.zone, NetworkGroup: k.ng}.Upto(level),
+			Eligible: int(g.compat), Free: g.size(), Needed: s.nodes,
+		}
+		if s.slice > 0 {
+			exp.Buckets[i].Slices = &SliceCount{Size: s.slice, Free: int(g.room) / s.slice, Eligible: int(g.compatRoom) / s.slice}
 		}
 	}
 	if noValue > 0 {
@@ -355,10 +409,34 @@ func (s *scheduler) countBuckets(levels []Level) int {
 }
 
 func samePrefix(a, b *cellKey, depth int) bool {
-	for d := 0; d <= depth; d++ {
+	if !a.sameCompat(b) {
+		return false
+	}
+	for d := 1; d <= depth; d++ {
 		if a.field(d) != b.field(d) {
 			return false
 		}
 	}
 	return true
+}
+
+// sliceRoom is how many of the free and of the compatible workers of
+// cells [lo, hi) make whole slices: in each group at the slices' level,
+// its count rounded down to a multiple of the slice size. A group at the
+// slices' level or tighter is inside one such group.
+func (s *scheduler) sliceRoom(lo, hi int32) (free, compat int32) {
+	size := int32(s.slice)
+	for i := lo; i < hi; {
+		j := i + 1
+		f, c := s.cells[i].free, s.cells[i].compat
+		for j < hi && samePrefix(&s.cells[j].key, &s.cells[i].key, s.sliceDepth) {
+			f += s.cells[j].free
+			c += s.cells[j].compat
+			j++
+		}
+		free += f / size * size
+		compat += c / size * size
+		i = j
+	}
+	return free, compat
 }

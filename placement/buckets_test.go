@@ -22,25 +22,27 @@ func TestCellHoldsMatchesStringEquality(t *testing.T) {
 	}
 	for _, a := range values {
 		for _, b := range values {
-			for field := 0; field < 4; field++ {
-				k := cellKey{torch: "2.5.1", region: "europe-west1", zone: "europe-west1-b", ng: "rack-3"}
-				w := Worker{TorchVersion: k.torch, Location: Location{Region: k.region, Zone: k.zone, NetworkGroup: k.ng}}
+			for field := 0; field < 6; field++ {
+				k := cellKey{torch: "2.5.1", driver: "550.54.15", model: "NVIDIA H100 80GB HBM3", region: "europe-west1", zone: "europe-west1-b", ng: "rack-3"}
+				w := Worker{Location: Location{Region: k.region, Zone: k.zone, NetworkGroup: k.ng}}
+				torch, driver, model := k.torch, k.driver, k.model
 				switch field {
 				case 0:
-					k.torch, w.TorchVersion = a, b
+					k.torch, torch = a, b
 				case 1:
-					k.region, w.Location.Region = a, b
+					k.driver, driver = a, b
 				case 2:
-					k.zone, w.Location.Zone = a, b
+					k.model, model = a, b
 				case 3:
+					k.region, w.Location.Region = a, b
+				case 4:
+					k.zone, w.Location.Zone = a, b
+				case 5:
 					k.ng, w.Location.NetworkGroup = a, b
 				}
-				c := cell{key: k, print: cellPrint{keyOf(k.torch), keyOf(k.region), keyOf(k.zone), keyOf(k.ng)}}
-				if got, want := c.holds(&w), a == b; got != want {
+				c := cell{key: k, print: cellPrint{keyOf(k.torch), keyOf(k.driver), keyOf(k.model), keyOf(k.region), keyOf(k.zone), keyOf(k.ng)}}
+				if got, want := (c.holds(&w, torch) && c.holdsMore(driver, model)), a == b; got != want {
 					t.Fatalf("field %d: cell %q holds worker %q = %v, want %v", field, a, b, got, want)
-				}
-				if got, want := k.holds(&w), a == b; got != want {
-					t.Fatalf("field %d: key %q holds worker %q = %v, want %v", field, a, b, got, want)
 				}
 			}
 		}

@@ -25,10 +25,18 @@ type Decision struct {
 	// Level is the level the group shares when placed; otherwise the loosest
 	// level tried.
 	Level Level `json:"level"`
-	// Location and TorchVersion are the chosen bucket's; for a job that is
-	// not placed, the best bucket's (the one closest to filling).
+	// Location and the compatibility properties (TorchVersion, and
+	// CUDADriver and GPUModel when the policy lists them) are the chosen
+	// bucket's; for a job that is not placed, the best bucket's (the one
+	// closest to filling). A property the policy does not list is "".
 	Location     Location `json:"location"`
 	TorchVersion string   `json:"torch_version"`
+	CUDADriver   string   `json:"cuda_driver,omitempty"`
+	GPUModel     string   `json:"gpu_model,omitempty"`
+	// Slice is the policy's slices, when it has them: node ranks
+	// k·nodes to (k+1)·nodes-1 are slice k, inside one group at its
+	// locality.
+	Slice *Slice `json:"slice,omitempty"`
 	// Unschedulable says no bucket could hold the job even with every
 	// compatible worker idle: waiting will not help.
 	Unschedulable bool `json:"unschedulable"`
@@ -38,11 +46,15 @@ type Decision struct {
 	Explanation Explanation `json:"explanation"`
 }
 
-// Placement is one machine of a placed group.
+// Placement is one machine of a placed group. Node ranks follow the
+// topology tree: the machines of one network group (zone, region) have
+// consecutive ranks, groups in location order.
 type Placement struct {
 	NodeRank int    `json:"node_rank"`
 	Worker   string `json:"worker"`
-	GPUs     []int  `json:"gpus"`
+	// GPUs are in local-rank order, as CUDA_VISIBLE_DEVICES lists them:
+	// neighbours share the fastest links (topology.OrderLocalRanks).
+	GPUs []int `json:"gpus"`
 	// Bottleneck is the slowest link between the chosen GPUs ("NV12",
 	// "SYS"); empty for one GPU or without link data.
 	Bottleneck      string   `json:"bottleneck,omitempty"`
@@ -56,16 +68,22 @@ type Reason string
 // Reasons, in the order a worker is checked; each worker counts once, under
 // the first that applies.
 const (
-	ReasonLabel          Reason = "label"             // misses a label the policy selects on
-	ReasonRegion         Reason = "region"            // neither its region nor its zone is in policy regions
-	ReasonNoTorchrun     Reason = "no_torchrun"       // a torchrun job, and the machine has no torchrun
-	ReasonTooFewGPUs     Reason = "too_few_gpus"      // has fewer GPUs than gpus_per_node even when idle
-	ReasonBusy           Reason = "busy"              // no free GPU now
-	ReasonTooFewFreeGPUs Reason = "too_few_free_gpus" // some GPUs free, fewer than gpus_per_node
+	ReasonLabel          Reason = "label"                   // misses a label the policy selects on
+	ReasonRegion         Reason = "region"                  // neither its region nor its zone is in policy regions
+	ReasonNoTorchrun     Reason = "no_torchrun"             // a torchrun job, and the machine has no torchrun
+	ReasonTooFewGPUs     Reason = "too_few_gpus"            // has fewer GPUs than gpus_per_node even when idle
+	ReasonNoSliceValue   Reason = "no_value_at_slice_level" // the policy has slices, and the worker reports nothing at their level
+	ReasonBusy           Reason = "busy"                    // no free GPU now
+	ReasonTooFewFreeGPUs Reason = "too_few_free_gpus"       // some GPUs free, fewer than gpus_per_node
 	// Per level:
 	ReasonNoValue      Reason = "no_value_at_level" // reports nothing at this level (compatible workers)
 	ReasonTorchVersion Reason = "torch_version"     // free, same location as the chosen (or best) bucket, other torch version
+	ReasonCUDADriver   Reason = "cuda_driver"       // the same, same torch version (or not keyed), other CUDA driver
+	ReasonGPUModel     Reason = "gpu_model"         // the same, same torch and driver, other GPU model
 )
+
+// compatReasons name, for each of compatProps, the workers it split off.
+var compatReasons = [len(compatProps)]Reason{ReasonTorchVersion, ReasonCUDADriver, ReasonGPUModel}
 
 // Exclusion counts the workers left out for one reason.
 type Exclusion struct {
@@ -91,20 +109,49 @@ type LevelExplanation struct {
 	Buckets  []BucketExplanation `json:"buckets"`
 }
 
-// BucketExplanation is one candidate group at a level: the workers sharing a
-// torch version and a location.
+// BucketExplanation is one candidate group at a level: the workers sharing
+// the compatible properties (a torch version, by default) and a location.
 type BucketExplanation struct {
 	TorchVersion string   `json:"torch_version"`
+	CUDADriver   string   `json:"cuda_driver,omitempty"`
+	GPUModel     string   `json:"gpu_model,omitempty"`
 	Location     Location `json:"location"`
 	Eligible     int      `json:"eligible"` // compatible workers, free or not
 	Free         int      `json:"free"`     // of them, free now
 	Needed       int      `json:"needed"`
+	// Slices counts, when the policy has slices, the whole slices the
+	// bucket's free and eligible workers make.
+	Slices *SliceCount `json:"slices,omitempty"`
 	// Choice is "placed" on the bucket the job went to, "best" on the one
 	// closest to filling when it went nowhere; empty otherwise.
 	Choice string `json:"choice,omitempty"`
 	// Groups is, on the chosen bucket, how many groups of each tighter level
 	// the placement used, tightest last ("zones": 2, "network_groups": 3).
 	Groups []GroupCount `json:"groups,omitempty"`
+}
+
+// SliceCount is how many whole slices of Size nodes a bucket holds: in
+// each of its groups at the slices' level, that group's workers divided
+// by Size, rounded down.
+type SliceCount struct {
+	Size     int `json:"size"`
+	Free     int `json:"free"`
+	Eligible int `json:"eligible"`
+}
+
+// compat is the bucket's value of the i-th of compatProps.
+func (b *BucketExplanation) compat(i int) string {
+	switch i {
+	case 0:
+		return b.TorchVersion
+	case 1:
+		return b.CUDADriver
+	}
+	return b.GPUModel
+}
+
+func (b *BucketExplanation) sameKey(o *BucketExplanation) bool {
+	return b.TorchVersion == o.TorchVersion && b.CUDADriver == o.CUDADriver && b.GPUModel == o.GPUModel
 }
 
 // GroupCount is how many groups of one level a placement spans.
@@ -116,16 +163,55 @@ type GroupCount struct {
 // summaryIDs is how many worker IDs a summary lists before "+N more".
 const summaryIDs = 16
 
-func torchWords(v string) string {
-	if v == "" {
-		return "torch unknown"
+// compatNames are compatProps in sentences.
+var compatNames = [len(compatProps)]string{"torch version", "CUDA driver", "GPU model"}
+
+// compatWords writes the keyed properties' values: "torch 2.5.1", "torch
+// 2.5.1, CUDA driver 550.54.15, GPU NVIDIA H100 80GB HBM3"; "unknown" for a
+// worker that reports none.
+func compatWords(keys keyMask, torch, driver, model string) string {
+	var parts []string
+	for i, v := range [len(compatProps)]string{torch, driver, model} {
+		if keys&(1<<i) == 0 {
+			continue
+		}
+		if v == "" {
+			v = "unknown"
+		}
+		parts = append(parts, [...]string{"torch ", "CUDA driver ", "GPU "}[i]+v)
 	}
-	return "torch " + v
+	return strings.Join(parts, ", ")
+}
+
+// oneOfWords writes "one torch version" or "one torch version and CUDA
+// driver": what the workers of a group must share, when buckets differ.
+func oneOfWords(keys keyMask) string {
+	var names []string
+	for i, n := range compatNames {
+		if keys&(1<<i) != 0 {
+			names = append(names, n)
+		}
+	}
+	return "one " + andList(names)
+}
+
+// andList writes "a, b and c".
+func andList(xs []string) string {
+	if len(xs) <= 1 {
+		return strings.Join(xs, "")
+	}
+	return strings.Join(xs[:len(xs)-1], ", ") + " and " + xs[len(xs)-1]
+}
+
+// sliceWords writes "in slices of 2 per network group".
+func sliceWords(sl *Slice) string {
+	l, _ := ParseLevel(sl.Locality)
+	return fmt.Sprintf("in slices of %d per %s", sl.Nodes, l.words())
 }
 
 // placedSummary writes "placed on worker group [a1 a2 a3] (same zone
 // europe-west1-b, torch 2.5.1)".
-func placedSummary(d *Decision, spans []GroupCount) string {
+func placedSummary(d *Decision, spans []GroupCount, keys keyMask) string {
 	var b strings.Builder
 	b.Grow(96 + 12*min(len(d.Workers), summaryIDs))
 	b.WriteString("placed on worker group [")
@@ -149,7 +235,10 @@ func placedSummary(d *Decision, spans []GroupCount) string {
 			b.WriteString(" across " + s)
 		}
 	}
-	b.WriteString(", " + torchWords(d.TorchVersion) + ")")
+	if d.Slice != nil {
+		b.WriteString(", " + sliceWords(d.Slice))
+	}
+	b.WriteString(", " + compatWords(keys, d.TorchVersion, d.CUDADriver, d.GPUModel) + ")")
 	return b.String()
 }
 
@@ -183,8 +272,9 @@ func plural(l Level) string {
 // unplacedSummary writes "waiting: no zone has 4 free workers with torch
 // 2.5.1 (best: europe-west1-b with 3 of 4)", or the failed form when no
 // bucket could ever hold the job. eligible counts the workers that passed
-// the policy's labels and regions and have enough GPUs.
-func unplacedSummary(d *Decision, level Level, nodes int, best *BucketExplanation, torchVersions, eligible int) string {
+// the policy's labels and regions and have enough GPUs; distinct, the
+// compatibility keys among the level's buckets.
+func unplacedSummary(d *Decision, level Level, nodes int, best *BucketExplanation, distinct, eligible int, keys keyMask) string {
 	var b strings.Builder
 	b.WriteString(string(d.Status) + ": ")
 	switch {
@@ -197,28 +287,38 @@ func unplacedSummary(d *Decision, level Level, nodes int, best *BucketExplanatio
 		if d.Unschedulable {
 			free, have = "", best.Eligible
 		}
-		torch := torchWords(best.TorchVersion)
-		if torchVersions > 1 {
-			torch = "one torch version"
+		if sc := best.Slices; sc != nil {
+			have = sc.Free * sc.Size
+			if d.Unschedulable {
+				have = sc.Eligible * sc.Size
+			}
+		}
+		with := compatWords(keys, best.TorchVersion, best.CUDADriver, best.GPUModel)
+		if distinct > 1 {
+			with = oneOfWords(keys)
+		}
+		sliced := ""
+		if d.Slice != nil {
+			sliced = " " + sliceWords(d.Slice)
 		}
 		switch {
 		case level != LevelAny:
-			fmt.Fprintf(&b, "no %s has %s with %s", level.words(), workers(nodes, free), torch)
+			fmt.Fprintf(&b, "no %s has %s%s with %s", level.words(), workers(nodes, free), sliced, with)
 		case nodes == 1:
-			fmt.Fprintf(&b, "no %sworker with %s", free, torch)
+			fmt.Fprintf(&b, "no %sworker with %s", free, with)
 		default:
-			fmt.Fprintf(&b, "fewer than %s share %s", workers(nodes, free), torch)
+			fmt.Fprintf(&b, "fewer than %s%s share %s", workers(nodes, free), sliced, with)
 		}
 		if d.Unschedulable {
 			b.WriteString(", even with every worker idle")
 		}
 		where := best.Location.At(level)
 		if level == LevelAny {
-			where = torchWords(best.TorchVersion)
+			where = compatWords(keys, best.TorchVersion, best.CUDADriver, best.GPUModel)
 		}
 		fmt.Fprintf(&b, " (best: %s with %d of %d", where, have, nodes)
-		if torchVersions > 1 && level != LevelAny {
-			b.WriteString(", " + torchWords(best.TorchVersion))
+		if distinct > 1 && level != LevelAny {
+			b.WriteString(", " + compatWords(keys, best.TorchVersion, best.CUDADriver, best.GPUModel))
 		}
 		b.WriteString(")")
 	}

@@ -24,11 +24,12 @@ func TestScheduleBoundsTheGPUPickOnAHostileMachine(t *testing.T) {
 		t.Fatalf("%s: %s", d.Status, d.Summary)
 	}
 	gpus := d.Workers[0].GPUs
-	if len(gpus) != 28 || topology.DeviceSetOf(gpus...).Len() != 28 || !slices.IsSorted(gpus) {
-		t.Fatalf("placed on GPUs %v: want 28 distinct, sorted", gpus)
+	if len(gpus) != 28 || topology.DeviceSetOf(gpus...).Len() != 28 {
+		t.Fatalf("placed on GPUs %v: want 28 distinct", gpus)
 	}
 	p, _ := topology.PickDevices(ws[0].Matrix, topology.AllDevices(64), 28, topology.PickOptions{})
+	topology.OrderLocalRanks(ws[0].Matrix, p.GPUs)
 	if !slices.Equal(gpus, p.GPUs) {
-		t.Errorf("placed on GPUs %v, the bounded pick takes %v", gpus, p.GPUs)
+		t.Errorf("placed on GPUs %v, the bounded pick takes %v (in local-rank order)", gpus, p.GPUs)
 	}
 }

@@ -17,13 +17,32 @@ const (
 	RankSpread         = "spread"    // default: fewest running tasks, then most free GPUs (fewest for a CPU-only job)
 	RankFirstFit       = "first_fit" // worker ID order
 	RankMostFreeMemory = "most_free_memory"
+	RankBinpack        = "binpack" // fewest free GPUs that fit, then least free memory: keeps whole machines free
 
 	UnschedulableWait = "wait" // default
 	UnschedulableFail = "fail"
 
 	BucketBestFit   = "best_fit"   // default: the bucket left with the fewest free workers
 	BucketFirstFill = "first_fill" // ADR-0021 §3: the first bucket to fill in rank order
+
+	// Properties every node of a group shares (Policy.Compatible).
+	CompatTorch      = "torch"       // the torch version (ADR-0021's rule, and the default)
+	CompatCUDADriver = "cuda_driver" // the NVIDIA driver version nvidia-smi reports
+	CompatGPUModel   = "gpu_model"   // the GPUs' model name ("NVIDIA H100 80GB HBM3")
 )
+
+// compatProps are the properties Policy.Compatible may list, in the order
+// buckets are keyed and explanations name them.
+var compatProps = [...]string{CompatTorch, CompatCUDADriver, CompatGPUModel}
+
+// Slice asks for a job's nodes in slices of Nodes, each slice within one
+// group at Locality (Kueue's podset slices, Slurm's --segment): a job of
+// 8 nodes in slices of 2 by network group is 4 pairs, each pair inside one
+// network group, the whole job at the policy's group_locality.
+type Slice struct {
+	Nodes    int    `json:"nodes"`
+	Locality string `json:"locality"` // network_group, zone or region (a level's name)
+}
 
 // Policy is how a job's group is chosen. Empty fields take the defaults.
 type Policy struct {
@@ -36,6 +55,12 @@ type Policy struct {
 	Regions []string
 	// Labels every worker must carry with these exact values.
 	Labels map[string]string
+	// Compatible lists the properties every node of a group shares
+	// (CompatTorch, CompatCUDADriver, CompatGPUModel); empty means
+	// [CompatTorch], ADR-0021's rule.
+	Compatible []string
+	// Slice, when not nil, places the job's nodes in slices.
+	Slice *Slice
 }
 
 // withDefaults fills the empty fields.
@@ -52,8 +77,14 @@ func (p Policy) withDefaults() Policy {
 	if p.BucketChoice == "" {
 		p.BucketChoice = BucketBestFit
 	}
+	if len(p.Compatible) == 0 {
+		p.Compatible = defaultCompatible
+	}
 	return p
 }
+
+// defaultCompatible is ADR-0021's rule: one torch version per group.
+var defaultCompatible = []string{CompatTorch}
 
 // Validate reports the first field holding a value this package does not
 // know. Empty fields are valid (they take the defaults).
@@ -64,7 +95,50 @@ func (p Policy) Validate() error {
 			return fmt.Errorf("policy: unknown %s %q (want %s)", f.name, value, orList(f.allowed))
 		}
 	}
+	for i, c := range p.Compatible {
+		if !slices.Contains(compatProps[:], c) {
+			return fmt.Errorf("policy: unknown compatible property %q (want %s)", c, orList(compatProps[:]))
+		}
+		if slices.Contains(p.Compatible[:i], c) {
+			return fmt.Errorf("policy: compatible lists %q twice", c)
+		}
+	}
+	if p.Slice != nil {
+		if _, err := p.sliceLevel(); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// sliceLevel is the level of the policy's slices, checked: a level with
+// values (not any), no looser than a required group_locality (a slice is
+// part of the group, so it cannot spread wider than the group does), and
+// slices of at least one node. Under prefer every level is allowed: at
+// the levels tighter than the slice's the group holds its slices whole.
+func (p Policy) sliceLevel() (Level, error) {
+	sl := p.Slice
+	if sl.Nodes < 1 {
+		return 0, fmt.Errorf("policy: slices of %d nodes; a slice has at least 1", sl.Nodes)
+	}
+	l, err := ParseLevel(sl.Locality)
+	if err != nil || l == LevelAny {
+		return 0, fmt.Errorf("policy: unknown slice locality %q (want %s)", sl.Locality, orList(sliceLocalities()))
+	}
+	if g, err := ParseLevel(p.withDefaults().GroupLocality); err == nil && l > g {
+		return 0, fmt.Errorf("policy: slice locality %s is looser than group_locality %s; a slice is within the group", l, g)
+	}
+	return l, nil
+}
+
+// sliceLocalities are the names a slice's locality takes: every level
+// with values, tightest first.
+func sliceLocalities() []string {
+	var out []string
+	for l := Level(0); l < LevelAny; l++ {
+		out = append(out, l.String())
+	}
+	return out
 }
 
 // policyFields are the fields Validate checks, in its order, with the
@@ -75,7 +149,7 @@ var policyFields = [...]struct {
 	allowed []string
 }{
 	{"group_locality", []string{LocalityPrefer, LocalityNetworkGroup, LocalityZone, LocalityRegion, LocalityAny}},
-	{"rank", []string{RankSpread, RankFirstFit, RankMostFreeMemory}},
+	{"rank", []string{RankSpread, RankFirstFit, RankMostFreeMemory, RankBinpack}},
 	{"on_unschedulable", []string{UnschedulableWait, UnschedulableFail}},
 	{"bucket_choice", []string{BucketBestFit, BucketFirstFill}},
 }

@@ -92,7 +92,7 @@ func (r *fillRace) offer(i int) {
 	full := r.bySize && a.size() == 1 && b.size() == 1
 	n := r.n
 	if n == 0 {
-		n = a.size()
+		n = int(a.room)
 	}
 	if !r.have || r.full != full {
 		r.key, r.full, r.have = r.s.nth(b, n, full), full, true

@@ -91,6 +91,12 @@ type scheduler struct {
 	freeByCell []int32
 	excl       [exclCount]int
 	torchrun   bool // the job runs under torchrun
+	keys       keyMask
+	// slice is the nodes of a slice, 0 without slices; sliceLevel and
+	// sliceDepth where each slice stays.
+	slice      int
+	sliceLevel Level
+	sliceDepth int
 	chosen     []int32
 	heap       []int32
 	order, inv []int32
@@ -118,7 +124,28 @@ const (
 	rankSpreadCPU
 	rankFirstFit
 	rankMostFreeMemory
+	rankBinpack
 )
+
+// keyMask is the policy's compatible properties, one bit each, in the
+// order of compatProps.
+type keyMask uint8
+
+const (
+	keyTorch keyMask = 1 << iota
+	keyDriver
+	keyModel
+)
+
+func maskOf(props []string) keyMask {
+	var m keyMask
+	for i, p := range compatProps {
+		if slices.Contains(props, p) {
+			m |= 1 << i
+		}
+	}
+	return m
+}
 
 // schedulers keeps the working state of finished calls for the next ones:
 // Schedule runs often (every plan, every job) and its scratch space is
@@ -142,7 +169,13 @@ func (s *scheduler) schedule(job Job, workers []Worker, policy Policy) Decision 
 	if job.GPUsPerNode < 0 || job.GPUsPerNode > topology.MaxGPUs {
 		return fail(fmt.Errorf("job %q asks for %d GPUs per node; it needs 0 (CPU only) to %d", job.Name, job.GPUsPerNode, topology.MaxGPUs))
 	}
+	if sl := policy.Slice; sl != nil && job.Nodes%sl.Nodes != 0 {
+		return fail(fmt.Errorf("job %q asks for %d nodes, not a multiple of its policy's slices of %d", job.Name, job.Nodes, sl.Nodes))
+	}
 	s.reset(job, workers, policy.withDefaults())
+	if policy.Slice != nil {
+		d.Slice = &Slice{Nodes: s.slice, Locality: s.sliceLevel.String()}
+	}
 	s.classify()
 	reasons := 0
 	for _, n := range s.excl {
@@ -175,16 +208,15 @@ func (s *scheduler) schedule(job Job, workers []Worker, policy Policy) Decision 
 		}
 		s.chosen = s.chosen[:0]
 		s.take(buckets[b], s.nodes)
+		s.topologyOrder()
 		spans := s.spans(level)
 		be := &lastExp.Buckets[b]
 		be.Choice, be.Groups = "placed", spans
-		if n := s.torchPassedOver(lastExp, b, level); n > 0 {
-			lastExp.Excluded = append(lastExp.Excluded, Exclusion{Reason: ReasonTorchVersion, Workers: n})
-		}
+		s.passedOver(lastExp, b, level)
 		d.Status, d.Level = StatusPlaced, level
-		d.Location, d.TorchVersion = be.Location, be.TorchVersion
+		d.Location, d.TorchVersion, d.CUDADriver, d.GPUModel = be.Location, be.TorchVersion, be.CUDADriver, be.GPUModel
 		d.Workers = s.placements()
-		d.Summary = placedSummary(&d, spans)
+		d.Summary = placedSummary(&d, spans, s.keys)
 		return d
 	}
 
@@ -194,7 +226,7 @@ func (s *scheduler) schedule(job Job, workers []Worker, policy Policy) Decision 
 	d.Level = level
 	d.Unschedulable = true
 	for _, b := range last {
-		if int(b.compat) >= s.nodes {
+		if int(b.compatRoom) >= s.nodes {
 			d.Unschedulable = false
 			break
 		}
@@ -213,13 +245,11 @@ func (s *scheduler) schedule(job Job, workers []Worker, policy Policy) Decision 
 	if best >= 0 {
 		bestExp = &lastExp.Buckets[best]
 		bestExp.Choice = "best"
-		d.Location, d.TorchVersion = bestExp.Location, bestExp.TorchVersion
-		if n := s.torchPassedOver(lastExp, best, level); n > 0 {
-			lastExp.Excluded = append(lastExp.Excluded, Exclusion{Reason: ReasonTorchVersion, Workers: n})
-		}
+		d.Location, d.TorchVersion, d.CUDADriver, d.GPUModel = bestExp.Location, bestExp.TorchVersion, bestExp.CUDADriver, bestExp.GPUModel
+		s.passedOver(lastExp, best, level)
 	}
 	eligible := len(workers) - s.excl[exclLabel] - s.excl[exclRegion] - s.excl[exclNoTorchrun] - s.excl[exclTooFewGPUs]
-	d.Summary = unplacedSummary(&d, level, s.nodes, bestExp, torchVersions(lastExp.Buckets), eligible)
+	d.Summary = unplacedSummary(&d, level, s.nodes, bestExp, distinctKeys(lastExp.Buckets), eligible, s.keys)
 	return d
 }
 
@@ -229,18 +259,28 @@ const (
 	exclRegion
 	exclNoTorchrun
 	exclTooFewGPUs
+	exclNoSliceValue
 	exclBusy
 	exclTooFewFreeGPUs
 	exclCount
 )
 
 // staticReasons names each index of scheduler.excl.
-var staticReasons = [exclCount]Reason{ReasonLabel, ReasonRegion, ReasonNoTorchrun, ReasonTooFewGPUs, ReasonBusy, ReasonTooFewFreeGPUs}
+var staticReasons = [exclCount]Reason{ReasonLabel, ReasonRegion, ReasonNoTorchrun, ReasonTooFewGPUs, ReasonNoSliceValue, ReasonBusy, ReasonTooFewFreeGPUs}
 
 // closer reports whether bucket a is closer to holding the job than b: more
 // free workers, then more eligible ones (eligible first when no bucket could
-// ever hold the job); equal buckets keep the earlier.
+// ever hold the job); with slices, counted in whole slices first. Equal
+// buckets keep the earlier.
 func closer(a, b *BucketExplanation, byEligible bool) bool {
+	if a.Slices != nil && b.Slices != nil {
+		if byEligible && a.Slices.Eligible != b.Slices.Eligible {
+			return a.Slices.Eligible > b.Slices.Eligible
+		}
+		if a.Slices.Free != b.Slices.Free {
+			return a.Slices.Free > b.Slices.Free
+		}
+	}
 	if byEligible && a.Eligible != b.Eligible {
 		return a.Eligible > b.Eligible
 	}
@@ -250,36 +290,42 @@ func closer(a, b *BucketExplanation, byEligible bool) bool {
 	return a.Eligible > b.Eligible
 }
 
-// torchVersions counts the distinct torch versions among a level's buckets.
-func torchVersions(bs []BucketExplanation) int {
+// distinctKeys counts the distinct compatibility keys among a level's
+// buckets (sorted by them, so equal keys are neighbours).
+func distinctKeys(bs []BucketExplanation) int {
 	n := 0
 	for i := range bs {
-		if i == 0 || bs[i].TorchVersion != bs[i-1].TorchVersion {
+		if i == 0 || !bs[i].sameKey(&bs[i-1]) {
 			n++
 		}
 	}
 	return n
 }
 
-// torchPassedOver counts the free workers at bucket b's location that were
-// left out because their torch version differs.
-func (s *scheduler) torchPassedOver(exp *LevelExplanation, b int, level Level) int {
-	if level == LevelAny {
-		n := 0
-		for i := range exp.Buckets {
-			if i != b {
-				n += exp.Buckets[i].Free
+// passedOver counts, under the property that split them off, the free
+// workers at bucket b's location (any location, at level any) that were
+// left out because a compatible property differs: the first of
+// compatProps whose value is not b's.
+func (s *scheduler) passedOver(exp *LevelExplanation, b int, level Level) {
+	var n [len(compatProps)]int
+	chosen := &exp.Buckets[b]
+	for i := range exp.Buckets {
+		o := &exp.Buckets[i]
+		if i == b || o.Free == 0 || level != LevelAny && o.Location != chosen.Location {
+			continue
+		}
+		for p := range compatProps {
+			if o.compat(p) != chosen.compat(p) {
+				n[p] += o.Free
+				break
 			}
 		}
-		return n
 	}
-	n := 0
-	for i := range exp.Buckets {
-		if i != b && exp.Buckets[i].Location == exp.Buckets[b].Location {
-			n += exp.Buckets[i].Free
+	for p, c := range n {
+		if c > 0 {
+			exp.Excluded = append(exp.Excluded, Exclusion{Reason: compatReasons[p], Workers: c})
 		}
 	}
-	return n
 }
 
 func (s *scheduler) reset(job Job, workers []Worker, pol Policy) {
@@ -292,12 +338,24 @@ func (s *scheduler) reset(job Job, workers []Worker, pol Policy) {
 		s.rank = rankFirstFit
 	case pol.Rank == RankMostFreeMemory:
 		s.rank = rankMostFreeMemory
+	case pol.Rank == RankBinpack:
+		s.rank = rankBinpack
 	case job.GPUsPerNode == 0:
 		s.rank = rankSpreadCPU
 	default:
 		s.rank = rankSpread
 	}
 	s.useQ = pol.Rank != RankFirstFit && job.GPUsPerNode >= 2
+	s.keys = maskOf(pol.Compatible)
+	s.slice, s.sliceLevel, s.sliceDepth = 0, 0, 0
+	if pol.Slice != nil {
+		// Validate has checked the level.
+		s.sliceLevel, _ = pol.sliceLevel()
+		s.slice, s.sliceDepth = pol.Slice.Nodes, depthOf(s.sliceLevel)
+		// Slices keep to their groups at every level, so any does not
+		// take workers by rank order alone.
+		s.flat = false
+	}
 	s.cellOf = grow(s.cellOf, n)
 	s.prim = grow(s.prim, n)
 	s.qual = grow(s.qual, n)
@@ -336,17 +394,22 @@ func (s *scheduler) placements() []Placement {
 		free := w.freeSet()
 		m := usableMatrix(w)
 		start := len(gpus)
+		// alike: every link between the node's GPUs is the same (an
+		// NVSwitch machine), so their order cannot matter; known from
+		// the set's score without looking at the links again.
+		alike := false
 		switch {
 		case s.gpn == 0:
 			// A CPU-only node: no GPU, so nothing to pick and no link.
 		case count(free) == s.gpn:
 			gpus = appendIndices(gpus, free, s.gpn)
 			if m != nil && s.gpn >= 2 {
-				bn := s.bneck[i]
+				bn, total := s.bneck[i], int(-s.qual[i]&(1<<32-1))
 				if !s.qualDone[i] {
-					bn, _ = setQuality(m, free)
+					bn, total = setQuality(m, free)
 				}
 				p.Bottleneck = linkName(bn)
+				alike = total == linkScore(bn)*s.gpn*(s.gpn-1)/2
 			}
 		case m != nil:
 			pick, ok := s.picks[i]
@@ -359,11 +422,15 @@ func (s *scheduler) placements() []Placement {
 			gpus = append(gpus, pick.GPUs...)
 			if s.gpn >= 2 && len(pick.GPUs) >= 2 {
 				p.Bottleneck = linkName(pick.Bottleneck)
+				alike = pick.Total == linkScore(pick.Bottleneck)*len(pick.GPUs)*(len(pick.GPUs)-1)/2
 			}
 		default:
 			gpus = appendIndices(gpus, free, s.gpn)
 		}
 		p.GPUs = gpus[start:len(gpus):len(gpus)]
+		if m != nil && !alike {
+			topology.OrderLocalRanks(m, p.GPUs)
+		}
 		out[rank] = p
 	}
 	return out

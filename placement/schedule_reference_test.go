@@ -41,7 +41,7 @@ func refFleet(seed uint64) []Worker {
 // refRankBefore is the rank order written out plainly: the policy's key,
 // then worker ID (no matrices here, so no GPU pick quality). Spread puts
 // the most free GPUs first for a GPU job and the fewest for a CPU-only one
-// (gpn 0).
+// (gpn 0); binpack the fewest, then the least free memory.
 func refRankBefore(rank string, gpn int, a, b *Worker) bool {
 	switch rank {
 	case RankSpread:
@@ -57,6 +57,13 @@ func refRankBefore(rank string, gpn int, a, b *Worker) bool {
 	case RankMostFreeMemory:
 		if a.FreeMemoryMiB != b.FreeMemoryMiB {
 			return a.FreeMemoryMiB > b.FreeMemoryMiB
+		}
+	case RankBinpack:
+		if fa, fb := a.Free.Len(), b.Free.Len(); fa != fb {
+			return fa < fb
+		}
+		if a.FreeMemoryMiB != b.FreeMemoryMiB {
+			return a.FreeMemoryMiB < b.FreeMemoryMiB
 		}
 	}
 	return a.ID < b.ID
@@ -76,6 +83,11 @@ func refKeyBefore(rank string, gpn int, a, b *Worker) bool {
 		return a.Free.Len() > b.Free.Len()
 	case RankMostFreeMemory:
 		return a.FreeMemoryMiB > b.FreeMemoryMiB
+	case RankBinpack:
+		if fa, fb := a.Free.Len(), b.Free.Len(); fa != fb {
+			return fa < fb
+		}
+		return a.FreeMemoryMiB < b.FreeMemoryMiB
 	}
 	return a.ID < b.ID
 }
@@ -232,7 +244,7 @@ func TestScheduleMatchesExhaustiveReference(t *testing.T) {
 		seeds = seeds[:1]
 	}
 	localities := []string{LocalityPrefer, LocalityNetworkGroup, LocalityZone, LocalityRegion, LocalityAny}
-	ranks := []string{RankSpread, RankFirstFit, RankMostFreeMemory}
+	ranks := []string{RankSpread, RankFirstFit, RankMostFreeMemory, RankBinpack}
 	checked := 0
 	for _, seed := range seeds {
 		base := refFleet(seed)
@@ -346,6 +358,13 @@ func refCheck(t *testing.T, ws []Worker, free uint32, nodes, gpn int, pol Policy
 			!refKeyBefore(pol.Rank, gpn, nm, no) && refGroupLess(&ws[i], &ws[first], level)
 		if pol.BucketChoice == BucketBestFit && sm == 1 && so == 1 {
 			fillsFirst = refRankBefore(pol.Rank, gpn, no, nm) // two single workers: the full rank order
+		}
+		if pol.BucketChoice == BucketBestFit && pol.Rank == RankBinpack {
+			// Binpack's key first, then the best fit, then the earlier.
+			if refKeyBefore(pol.Rank, gpn, no, nm) || !refKeyBefore(pol.Rank, gpn, nm, no) && (so < sm || so == sm && refGroupLess(&ws[i], &ws[first], level)) {
+				t.Fatalf("%s: binpack took a bucket of %d, one of %d packs better", ctx, sm, so)
+			}
+			continue
 		}
 		switch {
 		case pol.BucketChoice == BucketFirstFill && fillsFirst:

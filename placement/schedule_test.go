@@ -159,12 +159,13 @@ func TestScheduleRequiredLevelNeverUsesWorkersWithoutAValue(t *testing.T) {
 
 func TestScheduleAnyIgnoresLocation(t *testing.T) {
 	// ADR-0021's benchmark fleet with 30 workers: 15 free, 3 in each of 5
-	// zones. Locality any takes the first 8 in rank order, across every
-	// zone; prefer keeps them in one region, in 3 zones.
+	// zones. Locality any takes the first 8 in rank order (w00000, w00002,
+	// ..., w00014), across every zone, and ranks them zone by zone; prefer
+	// keeps them in one region, in 3 zones.
 	ws := adrFleet(t, 30)
 	job := Job{Name: "train", Nodes: 8, GPUsPerNode: 8}
 	anyD := Schedule(job, ws, Policy{GroupLocality: LocalityAny})
-	wantAny := []string{"w00000", "w00002", "w00004", "w00006", "w00008", "w00010", "w00012", "w00014"}
+	wantAny := []string{"w00000", "w00010", "w00006", "w00002", "w00012", "w00008", "w00004", "w00014"}
 	if !slices.Equal(ids(anyD), wantAny) {
 		t.Errorf("any: %v, want %v", ids(anyD), wantAny)
 	}
@@ -445,11 +446,14 @@ func TestSchedulePickQualityBreaksTiesBetweenEqualWorkers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	topology.OrderLocalRanks(p1.Matrix, want.GPUs)
 	if !slices.Equal(d.Workers[0].GPUs, want.GPUs) || d.Workers[0].Bottleneck != want.Bottleneck.String() {
 		t.Errorf("p1 GPUs %v %s, want PickDevices' %v %s", d.Workers[0].GPUs, d.Workers[0].Bottleneck, want.GPUs, want.Bottleneck)
 	}
 }
 
+// TestSchedulePlacementGPUsMatchPickDevices: a node's GPUs are
+// PickDevices' set, listed in local-rank order.
 func TestSchedulePlacementGPUsMatchPickDevices(t *testing.T) {
 	m := dgx1V100(t)
 	for _, tt := range []struct {
@@ -474,6 +478,7 @@ func TestSchedulePlacementGPUsMatchPickDevices(t *testing.T) {
 				if tt.k >= 2 {
 					wantBn = want.Bottleneck.String()
 				}
+				topology.OrderLocalRanks(m, want.GPUs)
 				if got := d.Workers[0]; !slices.Equal(got.GPUs, want.GPUs) || got.Bottleneck != wantBn {
 					t.Errorf("nodes=%d: GPUs %v %q, want %v %q", multi, got.GPUs, got.Bottleneck, want.GPUs, wantBn)
 				}

@@ -1,22 +1,29 @@
 package placement
 
-import "slices"
+import (
+	"slices"
+	"strings"
+)
 
 // chooseBucket picks, among the buckets holding the job now, the best fit
-// (fewest free workers left) or, for first_fill, the first to fill; -1 when
-// none holds it.
+// (the least room left; with slices, then the fewest free workers left) or,
+// for first_fill, the first to fill; -1 when none holds it.
 func (s *scheduler) chooseBucket(bs []group) int {
-	race := fillRace{s: s, n: s.nodes, best: -1, group: func(i int) group { return bs[i] }, bySize: s.pol.BucketChoice == BucketBestFit}
+	bestFit := s.pol.BucketChoice == BucketBestFit
+	if bestFit && s.rank == rankBinpack {
+		return s.chooseBinpack(bs)
+	}
+	race := fillRace{s: s, n: s.nodes, best: -1, group: func(i int) group { return bs[i] }, bySize: bestFit}
 	for i := range bs {
-		if bs[i].size() < s.nodes {
+		if int(bs[i].room) < s.nodes {
 			continue
 		}
-		switch {
+		switch c := fitOrder(&bs[i], &bs[max(race.best, 0)]); {
 		case race.best < 0:
 			race.reset(i)
-		case s.pol.BucketChoice == BucketBestFit && bs[i].size() < bs[race.best].size():
+		case bestFit && c < 0:
 			race.reset(i)
-		case s.pol.BucketChoice == BucketBestFit && bs[i].size() > bs[race.best].size():
+		case bestFit && c > 0:
 		default:
 			race.offer(i)
 		}
@@ -24,14 +31,47 @@ func (s *scheduler) chooseBucket(bs []group) int {
 	return race.best
 }
 
+// chooseBinpack is best fit under binpack: the rank key comes first, so
+// that of the buckets holding the job the one whose nodes-th worker has
+// the fewest free GPUs (then the least free memory) wins, and the best fit
+// only between equal keys; then the earlier bucket. A one-node job goes
+// to the machine with the fewest free GPUs that fit, whatever the size of
+// its group, and whole machines stay free.
+func (s *scheduler) chooseBinpack(bs []group) int {
+	best, key := -1, int32(0)
+	for i := range bs {
+		if int(bs[i].room) < s.nodes {
+			continue
+		}
+		k := s.nth(bs[i], s.nodes, false)
+		if best < 0 || s.prim[k] < s.prim[key] || s.prim[k] == s.prim[key] && fitOrder(&bs[i], &bs[best]) < 0 {
+			best, key = i, k
+		}
+	}
+	return best
+}
+
+// fitOrder orders groups by room, then (with slices, where room can be
+// less than the free workers) by free workers: Kueue's rule that between
+// groups holding as many slices the one with less left over fits better.
+func fitOrder(a, b *group) int {
+	if a.room != b.room {
+		return int(a.room - b.room)
+	}
+	return a.size() - b.size()
+}
+
 // take appends need workers of group g to s.chosen: from as few groups of
 // the next tighter level as possible (the largest first, the last by best
-// fit), recursively, and inside the tightest groups in rank order.
+// fit), recursively, and inside the tightest groups in rank order. With
+// slices, groups above the slices' level count only the workers that
+// make whole slices, and pass each tighter group a multiple of the slice
+// size.
 func (s *scheduler) take(g group, need int) {
 	if need <= 0 {
 		return
 	}
-	if s.flat || g.chi == g.clo || g.depth >= 3 {
+	if s.flat || g.chi == g.clo || int(g.depth) >= depthOf(0) {
 		s.chosen = append(s.chosen, s.topN(s.freeByCell[g.lo:g.hi], need, true)...)
 		return
 	}
@@ -54,10 +94,12 @@ func (s *scheduler) take(g group, need int) {
 		fit := fillRace{s: s, n: need, best: -1, group: group, bySize: true}
 		for i := range kids {
 			switch {
-			case used[i] || kids[i].size() < need:
-			case fit.best < 0 || kids[i].size() < kids[fit.best].size():
+			case used[i] || int(kids[i].room) < need:
+			case fit.best < 0:
 				fit.reset(i)
-			case kids[i].size() == kids[fit.best].size():
+			case fitOrder(&kids[i], &kids[fit.best]) < 0:
+				fit.reset(i)
+			case fitOrder(&kids[i], &kids[fit.best]) == 0:
 				fit.offer(i)
 			}
 		}
@@ -65,32 +107,41 @@ func (s *scheduler) take(g group, need int) {
 			s.take(kids[fit.best], need)
 			return
 		}
-		// Otherwise the largest, whole.
+		// Otherwise the largest, whole: the most room, and of equal room
+		// the one with the least left over.
 		big := fillRace{s: s, best: -1, group: group, bySize: true}
 		for i := range kids {
 			switch {
-			case used[i]:
-			case big.best < 0 || kids[i].size() > kids[big.best].size():
+			case used[i] || kids[i].room == 0:
+			case big.best < 0:
 				big.reset(i)
-			case kids[i].size() == kids[big.best].size():
+			case kids[i].room > kids[big.best].room || kids[i].room == kids[big.best].room && kids[i].size() < kids[big.best].size():
+				big.reset(i)
+			case fitOrder(&kids[i], &kids[big.best]) == 0:
 				big.offer(i)
 			}
 		}
+		if big.best < 0 {
+			return // cannot happen: a group's room is its sub-groups' room
+		}
 		used[big.best] = true
-		s.take(kids[big.best], kids[big.best].size())
-		need -= kids[big.best].size()
+		s.take(kids[big.best], int(kids[big.best].room))
+		need -= int(kids[big.best].room)
 	}
 }
 
 // children splits g on the next tighter field into the groups that have
 // free workers, and counts the free workers of cells with no value there.
+// With slices, above their level, cells with no value there are one group
+// like any other value, so that workers in one slice group stay together.
 func (s *scheduler) children(g group) ([]group, int) {
 	depth := int(g.depth) + 1
+	sliced := s.slice > 0 && depth <= s.sliceDepth
 	var kids []group
 	singles := 0
 	for i := g.clo; i < g.chi; {
 		c := &s.cells[i]
-		if c.key.field(depth) == "" {
+		if !sliced && c.key.field(depth) == "" {
 			singles += int(c.free)
 			i++
 			continue
@@ -102,7 +153,11 @@ func (s *scheduler) children(g group) ([]group, int) {
 			j++
 		}
 		if free > 0 {
-			kids = append(kids, group{clo: i, chi: j, depth: int8(depth), lo: c.off, hi: c.off + free})
+			kid := group{clo: i, chi: j, depth: int8(depth), lo: c.off, hi: c.off + free, room: free}
+			if sliced {
+				kid.room, _ = s.sliceRoom(kid.clo, kid.chi)
+			}
+			kids = append(kids, kid)
 		}
 		i = j
 	}
@@ -116,11 +171,40 @@ func (s *scheduler) appendSingles(kids []group, g group) []group {
 	for i := g.clo; i < g.chi; i++ {
 		if c := &s.cells[i]; c.key.field(depth) == "" {
 			for p := c.off; p < c.off+c.free; p++ {
-				kids = append(kids, group{clo: i, chi: i, depth: 3, lo: p, hi: p + 1})
+				kids = append(kids, group{clo: i, chi: i, depth: int8(depthOf(0)), lo: p, hi: p + 1, room: 1})
 			}
 		}
 	}
 	return kids
+}
+
+// topologyOrder puts the chosen workers in the order of the topology
+// tree, which node ranks follow: by location from the loosest level to the
+// tightest, so that the machines of one network group (zone, region) have
+// consecutive ranks and groups come in a stable order (GCP's
+// cluster/block/sub-block groups sort block by block), and workers that
+// report nothing at a level after those that do. Inside a group they keep
+// the order they were taken in, rank order. With slices, each
+// group at the slices' level holds a multiple of the slice size, so
+// consecutive runs of that size are each inside one group.
+func (s *scheduler) topologyOrder() {
+	slices.SortStableFunc(s.chosen, func(a, b int32) int {
+		la, lb := &s.ws[a].Location, &s.ws[b].Location
+		for l := LevelAny; l > 0; {
+			l--
+			va, vb := la.At(l), lb.At(l)
+			switch {
+			case va == vb:
+				continue
+			case va == "":
+				return 1
+			case vb == "":
+				return -1
+			}
+			return strings.Compare(va, vb)
+		}
+		return 0
+	})
 }
 
 // spans counts, for each level tighter than the placement's, the groups the

@@ -22,6 +22,11 @@ type Worker struct {
 	// version form a group of their own: every node of a group shares one
 	// value.
 	TorchVersion string
+	// CUDADriver is the NVIDIA driver version and GPUModel the GPUs' model
+	// name, as the probe found them; "" when unknown. A policy that lists
+	// them in Compatible keeps each group to one value, as for torch.
+	CUDADriver string
+	GPUModel   string
 	// Matrix is the machine's GPU link matrix; nil when unknown, and then only
 	// the GPU count matters.
 	Matrix *topology.Matrix
