@@ -5,11 +5,16 @@
 //
 //	go run ./benchmarks/probe -sizes 10,100,500 -runs 5
 //	go run ./benchmarks/probe -shell /bin/sh   # machines run real processes
+//	go run ./benchmarks/probe -busy            # every machine runs a node
 //
 // The sandbox runs in its own process, and each measured fan-out in a fresh
 // client process (so every run dials every host anew and its peak RSS is
-// its own). Runs alternate between the two clients. It prints one JSON line
-// per run, then a summary of medians.
+// its own). Runs alternate between the two clients. With -busy, every
+// machine first gets a node launched as apply launches one (a `sleep`
+// holding GPU 0), and each probe asks about its pid as a plan's refresh
+// does: the probe of a fleet with a job running. Each run also records the
+// sandbox process's CPU time during it: the simulated machines' side. It
+// prints one JSON line per run, then a summary of medians.
 package main
 
 import (
@@ -22,6 +27,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"sort"
@@ -35,7 +41,9 @@ import (
 	"github.com/gpulayer/gpulayer/config"
 	"github.com/gpulayer/gpulayer/providers/sandbox"
 	"github.com/gpulayer/gpulayer/reconcile/facts"
+	"github.com/gpulayer/gpulayer/reconcile/launch"
 	"github.com/gpulayer/gpulayer/reconcile/probe"
+	"github.com/gpulayer/gpulayer/reconcile/state"
 	"github.com/gpulayer/gpulayer/ssh"
 )
 
@@ -59,15 +67,17 @@ func main() {
 type result struct {
 	Client      string  `json:"client"`  // "gpulayer" or "openssh"
 	Shell       string  `json:"shell"`   // the sandbox machines' shell: "in-process" or a path
+	Busy        bool    `json:"busy"`    // every machine ran a launched node, which the probe asked about
 	Command     string  `json:"command"` // "probe" (the facts script) or "true" (the fan-out alone)
 	Hosts       int     `json:"hosts"`
 	Parallelism int     `json:"parallelism"`
 	Run         int     `json:"run"`
 	WallSeconds float64 `json:"wall_s"`
 	OK          int     `json:"ok"`
-	MaxRSSMiB   float64 `json:"max_rss_mib"` // the client process's peak resident memory
-	CPUSeconds  float64 `json:"cpu_s"`       // user+system of the client and its children
-	Load1       float64 `json:"load1"`       // the computer's 1-minute load average after the run
+	MaxRSSMiB   float64 `json:"max_rss_mib"`   // the client process's peak resident memory
+	CPUSeconds  float64 `json:"cpu_s"`         // user+system of the client and its children
+	SandboxCPU  float64 `json:"sandbox_cpu_s"` // user+system of the sandbox process during the run (10 ms ticks)
+	Load1       float64 `json:"load1"`         // the computer's 1-minute load average after the run
 }
 
 func drive(args []string) error {
@@ -77,6 +87,8 @@ func drive(args []string) error {
 	par := fs.Int("parallelism", 64, "hosts probed at once, by both clients")
 	floor := fs.Bool("floor", true, "also run `true` instead of the probe, to separate the fan-out from the work on the machines")
 	shell := fs.String("shell", sandbox.InProcess, "how the sandbox machines run commands: in-process, or a POSIX shell's path such as /bin/sh (real processes)")
+	sbProfile := fs.String("sandbox-cpuprofile", "", "write a CPU profile of the sandbox process to `FILE` (of the last size's sandbox)")
+	busy := fs.Bool("busy", false, "launch a node (sleep, GPU 0) on every machine first, and probe as a refresh does, asking about its pid")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -87,7 +99,7 @@ func drive(args []string) error {
 	if _, err := exec.LookPath("ssh"); err != nil {
 		return fmt.Errorf("the OpenSSH client (ssh) is needed as the reference: %w", err)
 	}
-	fmt.Printf("# %s %s/%s, %d CPUs, parallelism %d, sandbox shell %s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), *par, *shell)
+	fmt.Printf("# %s %s/%s, %d CPUs, parallelism %d, sandbox shell %s, busy %v\n", runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), *par, *shell, *busy)
 	var all []result
 	for _, s := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -98,7 +110,7 @@ func drive(args []string) error {
 		if *floor {
 			commands = append(commands, "true")
 		}
-		rs, err := benchSize(self, n, *runs, *par, commands, *shell)
+		rs, err := benchSize(self, n, *runs, *par, commands, *shell, *busy, *sbProfile)
 		if err != nil {
 			return fmt.Errorf("%d hosts: %w", n, err)
 		}
@@ -108,13 +120,13 @@ func drive(args []string) error {
 	return nil
 }
 
-func benchSize(self string, n, runs, par int, commands []string, shell string) ([]result, error) {
+func benchSize(self string, n, runs, par int, commands []string, shell string, busy bool, profile string) ([]result, error) {
 	dir, err := os.MkdirTemp("", "gpulayer-bench-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	srv := exec.Command(self, "serve", "-hosts", strconv.Itoa(n), "-dir", dir, "-shell", shell)
+	srv := exec.Command(self, "serve", "-hosts", strconv.Itoa(n), "-dir", dir, "-shell", shell, "-cpuprofile", profile)
 	srv.Stderr = os.Stderr
 	stdout, err := srv.StdoutPipe()
 	if err != nil {
@@ -131,6 +143,13 @@ func benchSize(self string, n, runs, par int, commands []string, shell string) (
 	if err != nil || strings.TrimSpace(line) != "ready" {
 		return nil, fmt.Errorf("sandbox did not start: %q %v", line, err)
 	}
+	watchFile := ""
+	if busy {
+		watchFile = filepath.Join(dir, "bench-watch.json")
+		if err := launchNodes(dir, watchFile, par); err != nil {
+			return nil, err
+		}
+	}
 	var out []result
 	// One unmeasured warm-up each: page cache, first exec of ssh and sh.
 	for run := 0; run <= runs; run++ {
@@ -140,15 +159,25 @@ func benchSize(self string, n, runs, par int, commands []string, shell string) (
 		}
 		for _, command := range commands {
 			for _, c := range order {
-				r, err := runClient(self, c, command, dir, n, par)
+				before, err := stats.ProcessCPU(srv.Process.Pid)
 				if err != nil {
 					return nil, err
 				}
+				r, err := runClient(self, c, command, dir, watchFile, n, par)
+				if err != nil {
+					return nil, err
+				}
+				after, err := stats.ProcessCPU(srv.Process.Pid)
+				if err != nil {
+					return nil, err
+				}
+				r.SandboxCPU = (after - before).Seconds()
 				if run == 0 {
 					continue
 				}
 				r.Run = run
 				r.Shell = shell
+				r.Busy = busy
 				r.Load1 = stats.Load1()
 				if r.OK != n {
 					return nil, fmt.Errorf("%s %s: %d of %d hosts answered", c, command, r.OK, n)
@@ -162,8 +191,8 @@ func benchSize(self string, n, runs, par int, commands []string, shell string) (
 	return out, nil
 }
 
-func runClient(self, impl, command, dir string, n, par int) (result, error) {
-	cmd := exec.Command(self, "client", "-impl", impl, "-command", command, "-dir", dir, "-parallelism", strconv.Itoa(par))
+func runClient(self, impl, command, dir, watchFile string, n, par int) (result, error) {
+	cmd := exec.Command(self, "client", "-impl", impl, "-command", command, "-dir", dir, "-watch", watchFile, "-parallelism", strconv.Itoa(par))
 	cmd.Stderr = os.Stderr
 	b, err := cmd.Output()
 	if err != nil {
@@ -179,6 +208,55 @@ func runClient(self, impl, command, dir string, n, par int) (result, error) {
 	r.CPUSeconds = (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
 	r.Hosts = n
 	return r, nil
+}
+
+// launchNodes starts one node on every machine of the sandbox in dir, as
+// apply does (launch.Script over SSH: detached, its leader a subreaper,
+// GPU 0 claimed and named in CUDA_VISIBLE_DEVICES), running `sleep` for
+// longer than a benchmark lasts; the sandbox stops them when it closes. It
+// writes to watchFile, by machine name, the process each probe asks about,
+// as a plan's refresh asks about the processes state records.
+func launchNodes(dir, watchFile string, par int) error {
+	cfg, diags := config.Load(dir, config.LoadOptions{})
+	if diags.HasErrors() {
+		return fmt.Errorf("%s: %s", dir, diags.Error())
+	}
+	machines, err := probe.Machines(cfg)
+	if err != nil {
+		return err
+	}
+	pool := ssh.NewPool(ssh.Options{Parallelism: par})
+	defer pool.Close()
+	spec := state.JobSpec{Command: []string{"sleep", "36000"}, Launcher: "plain", Nodes: 1, GPUsPerNode: 1}
+	var mu sync.Mutex
+	watch := map[string][]probe.Watch{}
+	var errs []error
+	fanOut(machines, par, func(m probe.Machine) facts.Host {
+		n := launch.Node{Job: "bench", RunID: "r1", Rank: 0, Spec: spec, GPUs: []int{0}, MasterAddr: "127.0.0.1", MasterPort: 29500}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		res, err := pool.Run(ctx, m.Target, launch.Command("launch", n.Job, n.RunID, "0"), strings.NewReader(launch.Script(n)))
+		var started launch.Started
+		if err == nil {
+			started, err = launch.ParseStarted(res.Stdout)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("launching on %s: %w", m.Name, err))
+		} else {
+			watch[m.Name] = []probe.Watch{{PID: started.PID, Node: "bench/r1/node-0"}}
+		}
+		return facts.Host{}
+	})
+	if len(errs) > 0 {
+		return errs[0]
+	}
+	b, err := json.Marshal(watch)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(watchFile, b, 0o644)
 }
 
 // serve runs a sandbox until SIGTERM.
@@ -235,6 +313,7 @@ func client(args []string) error {
 	dir := fs.String("dir", "", "sandbox directory")
 	par := fs.Int("parallelism", 64, "hosts at once")
 	command := fs.String("command", "probe", "probe or true")
+	watchFile := fs.String("watch", "", "a JSON file of the processes to ask each machine about (launchNodes writes it), by machine name")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the fan-out to `FILE`")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -254,6 +333,19 @@ func client(args []string) error {
 	machines, err := probe.Machines(cfg)
 	if err != nil {
 		return err
+	}
+	if *watchFile != "" {
+		b, err := os.ReadFile(*watchFile)
+		if err != nil {
+			return err
+		}
+		var watch map[string][]probe.Watch
+		if err := json.Unmarshal(b, &watch); err != nil {
+			return fmt.Errorf("%s: %w", *watchFile, err)
+		}
+		for i := range machines {
+			machines[i].Watch = watch[machines[i].Name]
+		}
 	}
 	var hosts []facts.Host
 	start := time.Now()
@@ -377,7 +469,7 @@ func summarize(w io.Writer, rs []result) {
 		}
 	}
 	sort.Ints(sizes)
-	fmt.Fprintf(w, "\n# medians\n%-6s  %-8s  %-14s  %-14s  %-9s  %-16s  %-16s  %s\n", "hosts", "command", "gpulayer wall", "openssh wall", "ratio", "gpulayer max RSS", "openssh CPU", "load1")
+	fmt.Fprintf(w, "\n# medians\n%-6s  %-8s  %-14s  %-14s  %-9s  %-16s  %-16s  %-16s  %-16s  %s\n", "hosts", "command", "gpulayer wall", "openssh wall", "ratio", "gpulayer max RSS", "gpulayer CPU", "openssh CPU", "sandbox CPU (g)", "load1")
 	for _, n := range sizes {
 		for _, command := range []string{"probe", "true"} {
 			g, o := groups[key{"gpulayer", command, n}], groups[key{"openssh", command, n}]
@@ -386,10 +478,12 @@ func summarize(w io.Writer, rs []result) {
 			}
 			gw := stats.Median(g, func(r result) float64 { return r.WallSeconds })
 			ow := stats.Median(o, func(r result) float64 { return r.WallSeconds })
-			fmt.Fprintf(w, "%-6d  %-8s  %-14s  %-14s  %-9s  %-16s  %-16s  %.1f\n", n, command,
+			fmt.Fprintf(w, "%-6d  %-8s  %-14s  %-14s  %-9s  %-16s  %-16s  %-16s  %-16s  %.1f\n", n, command,
 				fmt.Sprintf("%.3f s", gw), fmt.Sprintf("%.3f s", ow), fmt.Sprintf("%.2fx", gw/ow),
 				fmt.Sprintf("%.1f MiB", stats.Median(g, func(r result) float64 { return r.MaxRSSMiB })),
+				fmt.Sprintf("%.2f s", stats.Median(g, func(r result) float64 { return r.CPUSeconds })),
 				fmt.Sprintf("%.2f s", stats.Median(o, func(r result) float64 { return r.CPUSeconds })),
+				fmt.Sprintf("%.2f s", stats.Median(g, func(r result) float64 { return r.SandboxCPU })),
 				stats.Median(append(g[:len(g):len(g)], o...), func(r result) float64 { return r.Load1 }))
 		}
 	}
