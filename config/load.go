@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclparse"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty/function"
 )
 
@@ -77,6 +78,8 @@ type loader struct {
 	// unparsed are files read but refused before parsing (nested too
 	// deep), kept so that their diagnostic shows the line.
 	unparsed map[string]*hcl.File
+	// pieced are the files parsed in pieces (parseInPieces).
+	pieced map[string]bool
 
 	vars   *namespace
 	locals *namespace
@@ -103,6 +106,7 @@ func Load(dir string, opts LoadOptions) (*Config, hcl.Diagnostics) {
 		cfg:      &Config{Dir: dir},
 		secrets:  newSecrets(),
 		unparsed: map[string]*hcl.File{},
+		pieced:   map[string]bool{},
 	}
 	blocks, syntaxOK := l.readFiles()
 	if !syntaxOK {
@@ -129,6 +133,12 @@ func (l *loader) finish() (*Config, hcl.Diagnostics) {
 		files[name] = f
 	}
 	for name, f := range l.parser.Files() {
+		if len(l.diags) > 0 && l.pieced[name] {
+			// Parsed in pieces, it has no Nav to name the block a
+			// diagnostic is in: parsed whole, it has (and parses cleanly,
+			// as its pieces did).
+			f, _ = hclsyntax.ParseConfig(f.Bytes, name, hcl.InitialPos)
+		}
 		if len(l.diags) == 0 {
 			// The syntax tree serves only to name the block a diagnostic
 			// is in; with none to render, the source is all that is kept,
@@ -222,6 +232,13 @@ func (l *loader) parseFile(path, summary string) (*hcl.File, hcl.Diagnostics) {
 	if off := nestingTooDeep(src, syntaxConfig); off >= 0 {
 		l.unparsed[path] = &hcl.File{Bytes: src}
 		return nil, hcl.Diagnostics{nestingDiagnostic(src, off, path, path)}
+	}
+	if len(src) >= piecesFrom {
+		if f, ok := parseInPieces(src, path, pieceBytes); ok {
+			l.parser.AddFile(path, f)
+			l.pieced[path] = true
+			return f, nil
+		}
 	}
 	return l.parser.ParseHCL(src, path)
 }

@@ -5,7 +5,8 @@
 //
 // For each size it writes the inputs BenchmarkPlan plans from
 // (reconcile/plantest: N hosts, 50 jobs, facts as full as a probe's, every
-// host a DGX-1), then runs, round after round,
+// host a DGX-1; written by a child process, see main), then runs, round
+// after round,
 //
 //	gpulayer plan DIR --facts FILE --no-color             (text to a file)
 //	gpulayer plan DIR --facts FILE --no-color --out PLAN   (and the saved plan)
@@ -49,6 +50,23 @@ type run struct {
 }
 
 func main() {
+	if len(os.Args) == 6 && os.Args[1] == "write" {
+		// The inputs are written by a child: Linux counts in a child's
+		// peak RSS that of the process it was started from (the vfork
+		// parent's high-water mark, recorded at exec), so the process
+		// that starts gpulayer must never have held them.
+		hosts, _ := strconv.Atoi(os.Args[3])
+		jobs, _ := strconv.Atoi(os.Args[4])
+		raw, err := os.ReadFile(os.Args[5])
+		if err == nil {
+			_, err = plantest.Write(os.Args[2], hosts, jobs, string(raw))
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "plan benchmark: write:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	hostsFlag := flag.String("hosts", "500,5000", "comma-separated host counts")
 	jobs := flag.Int("jobs", 50, "jobs in the configuration")
 	rounds := flag.Int("rounds", 5, "rounds per size")
@@ -62,7 +80,7 @@ func main() {
 }
 
 func bench(hostsFlag string, jobs, rounds int, binary, topoPath string) error {
-	raw, err := os.ReadFile(topoPath)
+	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
@@ -86,10 +104,13 @@ func bench(hostsFlag string, jobs, rounds int, binary, topoPath string) error {
 		if err != nil || hosts < 1 {
 			return fmt.Errorf("-hosts %q: want positive counts", hostsFlag)
 		}
-		in, err := plantest.Write(filepath.Join(work, strconv.Itoa(hosts)), hosts, jobs, string(raw))
-		if err != nil {
-			return err
+		dir := filepath.Join(work, strconv.Itoa(hosts))
+		write := exec.Command(self, "write", dir, strconv.Itoa(hosts), strconv.Itoa(jobs), topoPath)
+		write.Stdout, write.Stderr = os.Stderr, os.Stderr
+		if err := write.Run(); err != nil {
+			return fmt.Errorf("writing the inputs of %d hosts: %w", hosts, err)
 		}
+		in := plantest.Inputs{Dir: filepath.Join(dir, "config"), Facts: filepath.Join(dir, "facts.json")}
 		if st, err := os.Stat(in.Facts); err == nil {
 			fmt.Printf("# %d hosts: facts document %.1f MiB\n", hosts, float64(st.Size())/(1<<20))
 		}
@@ -107,6 +128,12 @@ func bench(hostsFlag string, jobs, rounds int, binary, topoPath string) error {
 				all = append(all, res)
 			}
 		}
+	}
+	// This process's own peak, which a child's max_rss_mib cannot be
+	// below (see main).
+	var own syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &own); err == nil {
+		fmt.Printf("# this process's peak RSS %.1f MiB\n", float64(own.Maxrss)/1024)
 	}
 	fmt.Println("# medians: hosts mode wall_ms user+sys_ms max_rss_mib load1")
 	for _, f := range strings.Split(hostsFlag, ",") {

@@ -1,0 +1,149 @@
+package config
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+)
+
+// Parsed in pieces, every configuration gpulayer has (fixtures, examples,
+// the formatter's inputs), cut at every top-level block, gives the tree
+// parsing it whole gives, or is refused and then parsed whole (a nested
+// block's "}" at the start of a line cuts it inside a block); and a file
+// whose "}" lines are inside heredocs or comments, has a top-level
+// argument or a syntax error, is refused.
+func TestParsingInPiecesGivesTheWholeFilesTreeOrIsRefused(t *testing.T) {
+	var paths []string
+	for _, pattern := range []string{"../testdata/config/*/*.hcl", "../examples/*/*.hcl", "testdata/fmt/*.hcl", "testdata/fuzz/*/*.hcl"} {
+		m, err := filepath.Glob(pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, m...)
+	}
+	if len(paths) < 20 {
+		t.Fatalf("only %d configurations found", len(paths))
+	}
+	pieced := 0
+	for _, path := range paths {
+		src, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if samePieces(t, path, src) {
+			pieced++
+		}
+	}
+	if pieced < len(paths)/2 {
+		t.Errorf("only %d of %d configurations were parsed in pieces", pieced, len(paths))
+	}
+	// Blocks with no line between them, a "}" line with trailing blanks
+	// and CRLF, a block of one line: cut, and the same.
+	for _, src := range []string{
+		"fleet \"f\" {\n}\nfleet \"g\" {\n  region = \"r\"\n}\n",
+		"fleet \"f\" {\r\n  region = \"r\"\r\n} \t\r\n\r\npolicy \"p\" { rank = \"spread\" }\nfleet \"g\" {\n}",
+	} {
+		if !samePieces(t, src, []byte(src)) {
+			t.Errorf("%q: not parsed in pieces", src)
+		}
+	}
+	refused := map[string]string{
+		"a heredoc holding a block's end": "locals {\n  x = <<EOT\n}\nfleet \"f\" {\n}\nEOT\n}\n",
+		"a comment holding a block's end": "/*\nfleet \"f\" {\n}\n*/\nfleet \"g\" {\n}\n",
+		"a top-level argument":            "fleet \"f\" {\n}\nx = 1\nfleet \"g\" {\n}\nx = 2\n",
+		"a syntax error after a cut":      "fleet \"f\" {\n}\nfleet \"g\" {\n  host \"a\" { address = }\n}\n",
+		"an unclosed last block":          "fleet \"f\" {\n}\nfleet \"g\" {\n",
+	}
+	for name, src := range refused {
+		if _, ok := parseInPieces([]byte(src), "main.hcl", 1); ok {
+			t.Errorf("%s: parsed in pieces", name)
+		}
+	}
+}
+
+// samePieces checks that src parsed in pieces of one top-level block each
+// is src parsed whole, and says whether it was parsed in pieces.
+func samePieces(t *testing.T, name string, src []byte) bool {
+	t.Helper()
+	pieces, ok := parseInPieces(src, name, 1)
+	if !ok {
+		// Always safe: the file is then parsed whole.
+		return false
+	}
+	whole, diags := hclsyntax.ParseConfig(src, name, hcl.InitialPos)
+	if len(diags) > 0 {
+		t.Errorf("%s: parsed in pieces, but parsed whole it has diagnostics: %s", name, diags.Error())
+	}
+	if !reflect.DeepEqual(pieces.Body, whole.Body) {
+		t.Errorf("%s: the tree parsed in pieces differs from the whole file's", name)
+	}
+	return true
+}
+
+// A configuration large enough to be parsed in pieces loads like one that
+// is not, and its diagnostics still name the block they are in.
+func TestALargeConfigurationLoadsFromPiecesAndRendersItsDiagnostics(t *testing.T) {
+	var src strings.Builder
+	src.WriteString("policy \"p\" {\n  group_locality = \"zone\"\n}\n\n")
+	for f := 0; src.Len() < 2*piecesFrom; f++ {
+		fmt.Fprintf(&src, "fleet \"f%d\" {\n  region = \"r\"\n", f)
+		for h := range 50 {
+			fmt.Fprintf(&src, "  host \"h%d-%d\" {\n    address = \"10.0.%d.%d\"\n    zone    = \"z%d\"\n  }\n", f, h, f%250, h+1, h%2)
+		}
+		src.WriteString("}\n\n")
+	}
+	src.WriteString("job \"train\" {\n  policy        = policy.q\n  nodes         = 2\n  gpus_per_node = 8\n  command       = [\"python\", \"train.py\"]\n}\n")
+	dir := t.TempDir()
+	writeFile(t, dir, "main.hcl", src.String())
+	cfg, diags := Load(dir, LoadOptions{})
+	if len(diags) != 1 || !strings.Contains(diags[0].Summary, "Unknown policy") {
+		t.Fatalf("diagnostics %v, want the unknown policy alone", diags)
+	}
+	var out bytes.Buffer
+	if err := WriteDiagnostics(&out, diags, cfg.Files, RenderOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), `, in job "train":`) || !strings.Contains(out.String(), "policy.q") {
+		t.Errorf("the diagnostic renders without its block or line:\n%s", out.String())
+	}
+	// Without the mistake, every host is there.
+	writeFile(t, dir, "main.hcl", strings.Replace(src.String(), "policy.q", "policy.p", 1))
+	cfg, diags = Load(dir, LoadOptions{})
+	if len(diags) > 0 {
+		t.Fatalf("diagnostics: %v", diags)
+	}
+	names := map[string]bool{}
+	for _, h := range cfg.Hosts() {
+		names[h.Name] = true
+	}
+	last := fmt.Sprintf("h%d-49", len(cfg.Fleets)-1)
+	if want := strings.Count(src.String(), "  host \""); len(names) != want || !names["h0-0"] || !names[last] {
+		t.Errorf("%d hosts loaded, want %d, h0-0 and %s among them", len(names), want, last)
+	}
+}
+
+// FuzzParseInPieces: whatever the text, parsed in pieces it is either
+// refused or the tree parsing it whole gives.
+func FuzzParseInPieces(f *testing.F) {
+	for _, src := range []string{
+		"fleet \"f\" {\n}\nfleet \"g\" {\n  region = \"r\"\n}\n",
+		"locals {\n  x = <<EOT\n}\nfleet \"f\" {\n}\nEOT\n}\n",
+		"/*\nfleet \"f\" {\n}\n*/\nfleet \"g\" {\n}\n",
+		"job \"j\" {\n  command = [\"a\", \"${x}\n}\n\"]\n}\njob \"k\" {\n}\n",
+	} {
+		f.Add([]byte(src))
+	}
+	f.Fuzz(func(t *testing.T, src []byte) {
+		if nestingTooDeep(src, syntaxConfig) >= 0 {
+			return // refused before parsing, as Load does
+		}
+		samePieces(t, "main.hcl", src)
+	})
+}
