@@ -33,21 +33,46 @@ const (
 var (
 	HostKeyChecks   = []string{HostKeyStrict, HostKeyAcceptNew}
 	GroupLocalities = []string{LocalityPrefer, LocalityNetworkGroup, LocalityZone, LocalityRegion, LocalityAny}
-	Ranks           = []string{RankSpread, RankFirstFit, RankMostFreeMemory}
+	Ranks           = []string{RankSpread, RankFirstFit, RankMostFreeMemory, RankBinpack}
 	Unschedulables  = []string{UnschedulableWait, UnschedulableFail}
 	BucketChoices   = []string{BucketBestFit, BucketFirstFill}
 	Launchers       = []string{LauncherTorchrun, LauncherPlain}
+	Compatibles     = []string{CompatTorch, CompatCUDADriver, CompatGPUModel}
+	// SliceLocalities are the levels a slice can keep to: those of
+	// GroupLocalities that name a level with values (not prefer or any),
+	// tightest first.
+	SliceLocalities = sliceLocalities()
 )
+
+func sliceLocalities() []string {
+	var out []string
+	for _, l := range GroupLocalities {
+		if l != LocalityPrefer && l != LocalityAny {
+			out = append(out, l)
+		}
+	}
+	return out
+}
 
 var sshSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 	{Name: "user"}, {Name: "port"}, {Name: "identity_file"}, {Name: "known_hosts"},
 	{Name: "host_key_check"}, {Name: "bastion"}, {Name: "connect_timeout"},
 }}
 
-var policySchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
-	{Name: "group_locality"}, {Name: "rank"}, {Name: "on_unschedulable"},
-	{Name: "bucket_choice"}, {Name: "regions"}, {Name: "labels"},
+var policySchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "group_locality"}, {Name: "rank"}, {Name: "on_unschedulable"},
+		{Name: "bucket_choice"}, {Name: "regions"}, {Name: "labels"}, {Name: "compatible"},
+	},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "slice"}},
+}
+
+var sliceSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
+	{Name: "nodes", Required: true}, {Name: "locality", Required: true},
 }}
+
+// sliceType is the type of a policy object's slice attribute.
+var sliceType = cty.Object(map[string]cty.Type{"nodes": cty.Number, "locality": cty.String})
 
 var fleetSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
@@ -217,6 +242,12 @@ func (l *loader) policies(blocks hcl.Blocks) {
 		d.enum(a, "bucket_choice", BucketChoices, &p.BucketChoice)
 		d.strList(a, "regions", &p.Regions)
 		d.strMap(a, "labels", &p.Labels)
+		l.compatible(d, a, p)
+		p.Slice = l.slice(d, p, content.Blocks)
+		slice := cty.NullVal(sliceType)
+		if p.Slice != nil {
+			slice = cty.ObjectVal(map[string]cty.Value{"nodes": cty.NumberIntVal(int64(p.Slice.Nodes)), "locality": cty.StringVal(p.Slice.Locality)})
+		}
 		l.pols.names[name] = true
 		l.pols.values[name] = d.object(a, map[string]cty.Value{
 			"name":             cty.StringVal(p.Name),
@@ -226,6 +257,8 @@ func (l *loader) policies(blocks hcl.Blocks) {
 			"bucket_choice":    cty.StringVal(p.BucketChoice),
 			"regions":          stringList(p.Regions),
 			"labels":           stringMap(p.Labels),
+			"compatible":       stringList(p.Compatible),
+			"slice":            slice,
 		})
 		l.cfg.Policies = append(l.cfg.Policies, p)
 	}
@@ -234,7 +267,8 @@ func (l *loader) policies(blocks hcl.Blocks) {
 }
 
 // DefaultPolicy is the policy of a job that names none: prefer the tightest
-// group, spread load, wait when nothing fits, choose the best-fitting bucket.
+// group, spread load, wait when nothing fits, choose the best-fitting bucket,
+// one torch version per group.
 func DefaultPolicy() *Policy {
 	return &Policy{
 		Name:            "default",
@@ -242,7 +276,88 @@ func DefaultPolicy() *Policy {
 		Rank:            RankSpread,
 		OnUnschedulable: UnschedulableWait,
 		BucketChoice:    BucketBestFit,
+		Compatible:      []string{CompatTorch},
 	}
+}
+
+// compatible decodes a policy's compatible list: known properties, each
+// once, at least one.
+func (l *loader) compatible(d *decoder, a hcl.Attributes, p *Policy) {
+	var props []string
+	if !d.strList(a, "compatible", &props) {
+		return
+	}
+	rng := a["compatible"].Expr.Range().Ptr()
+	for i, c := range props {
+		switch {
+		case !slices.Contains(Compatibles, c):
+			d.add(&hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Invalid value for compatible",
+				Detail: fmt.Sprintf("%q is not a property placement can compare; allowed values are %s.%s",
+					c, quotedList(Compatibles), didYouMean(c, Compatibles)),
+				Subject: rng,
+			})
+			return
+		case slices.Contains(props[:i], c):
+			d.add(&hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Duplicate value in compatible",
+				Detail:   fmt.Sprintf("compatible lists %q twice; list each property once.", c),
+				Subject:  rng,
+			})
+			return
+		}
+	}
+	if len(props) == 0 {
+		d.add(&hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Empty compatible",
+			Detail:   fmt.Sprintf("compatible lists the properties every node of a job's group shares; it needs at least one of %s (the default is [\"torch\"]).", quotedList(Compatibles)),
+			Subject:  rng,
+		})
+		return
+	}
+	p.Compatible = props
+}
+
+// slice decodes a policy's slice block (at most one). Its locality is a
+// level no looser than the policy's group_locality when that is required:
+// a slice is part of the group, so it cannot spread wider than the group.
+func (l *loader) slice(d *decoder, p *Policy, blocks hcl.Blocks) *Slice {
+	var out *Slice
+	for i, b := range blocks {
+		if i > 0 {
+			d.add(&hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Duplicate slice block",
+				Detail:   "A policy has at most one slice block; the first is at " + blocks[0].DefRange.String() + ".",
+				Subject:  b.DefRange.Ptr(),
+			})
+			continue
+		}
+		content, diags := b.Body.Content(sliceSchema)
+		l.add(diags...)
+		a := content.Attributes
+		s := &Slice{DeclRange: b.DefRange}
+		okNodes := d.integer(a, "nodes", 1, &s.Nodes)
+		okLocality := d.enum(a, "locality", SliceLocalities, &s.Locality)
+		if okLocality && p.GroupLocality != LocalityPrefer &&
+			slices.Index(GroupLocalities, s.Locality) > slices.Index(GroupLocalities, p.GroupLocality) {
+			d.add(&hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Slice looser than the group",
+				Detail: fmt.Sprintf("The slice's locality %q is looser than the policy's group_locality %q: every slice is part of the job's group, so it cannot spread wider. Use a locality of %s.",
+					s.Locality, p.GroupLocality, quotedList(SliceLocalities[:slices.Index(SliceLocalities, p.GroupLocality)+1])),
+				Subject: a["locality"].Expr.Range().Ptr(),
+			})
+			okLocality = false
+		}
+		if okNodes && okLocality {
+			out = s
+		}
+	}
+	return out
 }
 
 func (l *loader) fleets(blocks hcl.Blocks) {
@@ -454,7 +569,16 @@ func (l *loader) jobs(blocks hcl.Blocks) {
 			j.Policy = polByName[ref]
 			j.policyRange = a["policy"].Expr.Range()
 		}
-		d.integer(a, "nodes", 1, &j.Nodes)
+		if d.integer(a, "nodes", 1, &j.Nodes) && j.Policy != nil && j.Policy.Slice != nil && j.Nodes%j.Policy.Slice.Nodes != 0 {
+			sl := j.Policy.Slice
+			d.add(&hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "nodes not a multiple of the slice",
+				Detail: fmt.Sprintf("Job %q asks for %d nodes, but its policy %q places nodes in slices of %d (slice block at %s); set nodes to a multiple of %d.",
+					name, j.Nodes, j.Policy.Name, sl.Nodes, sl.DeclRange.String(), sl.Nodes),
+				Subject: a["nodes"].Expr.Range().Ptr(),
+			})
+		}
 		d.integer(a, "gpus_per_node", 0, &j.GPUsPerNode)
 		if d.strList(a, "command", &j.Command) && len(j.Command) == 0 {
 			d.add(&hcl.Diagnostic{

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -71,6 +72,9 @@ var diagnosticCases = []diagnosticCase{
 	{fixture: "invalid_address", severity: hcl.DiagError, summary: "Invalid host address", line: 3},
 	{fixture: "invalid_bastion", severity: hcl.DiagError, summary: "Invalid bastion address", line: 2},
 	{fixture: "invalid_bucket_choice", severity: hcl.DiagError, summary: "Invalid value for bucket_choice", line: 2},
+	{fixture: "invalid_compatible", severity: hcl.DiagError, summary: "Invalid value for compatible", line: 2},
+	{fixture: "slice_looser_than_group", severity: hcl.DiagError, summary: "Slice looser than the group", line: 5},
+	{fixture: "slice_nodes_not_multiple", severity: hcl.DiagError, summary: "nodes not a multiple of the slice", line: 10},
 	{fixture: "invalid_duration", severity: hcl.DiagError, summary: "Invalid duration for stop_timeout", line: 4},
 	{fixture: "invalid_group_locality", severity: hcl.DiagError, summary: "Invalid value for group_locality", line: 2},
 	{fixture: "invalid_host_key_check", severity: hcl.DiagError, summary: "Invalid value for host_key_check", line: 2},
@@ -207,6 +211,7 @@ func TestEnumDiagnosticsListEveryAllowedValue(t *testing.T) {
 		"invalid_bucket_choice":    BucketChoices,
 		"invalid_launcher":         Launchers,
 		"invalid_host_key_check":   HostKeyChecks,
+		"invalid_compatible":       Compatibles,
 	}
 	for fixture, allowed := range tests {
 		_, diags := Load(filepath.Join(fixtures, fixture), LoadOptions{})
@@ -349,6 +354,59 @@ job "k" {
 	}
 	if cfg.Jobs[0].GPUsPerNode != DefaultGPUsPerNode || cfg.Jobs[0].Launcher != LauncherTorchrun {
 		t.Errorf("job defaults = %+v", cfg.Jobs[0])
+	}
+}
+
+func TestPolicyDecodesCompatibleAndSlice(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "main.hcl", `policy "p" {
+  group_locality = "zone"
+  rank           = "binpack"
+  compatible     = ["torch", "gpu_model"]
+  slice {
+    nodes    = 2
+    locality = "network_group"
+  }
+}
+job "j" {
+  policy  = policy.p
+  nodes   = policy.p.slice.nodes * 3
+  command = ["true"]
+}
+`)
+	cfg, diags := Load(dir, LoadOptions{})
+	if len(diags) > 0 {
+		t.Fatalf("diagnostics:\n%s", diagList(diags))
+	}
+	p := cfg.Policies[0]
+	if p.Rank != RankBinpack || !slices.Equal(p.Compatible, []string{"torch", "gpu_model"}) || p.Slice == nil ||
+		p.Slice.Nodes != 2 || p.Slice.Locality != LocalityNetworkGroup || p.Slice.DeclRange.Start.Line != 5 || p.Compatible == nil {
+		t.Errorf("policy %+v slice %+v", p, p.Slice)
+	}
+	if cfg.Jobs[0].Nodes != 6 {
+		t.Errorf("nodes %d, want 6 from policy.p.slice.nodes", cfg.Jobs[0].Nodes)
+	}
+	if d := DefaultPolicy(); !slices.Equal(d.Compatible, []string{CompatTorch}) || d.Slice != nil {
+		t.Errorf("default policy %+v", d)
+	}
+}
+
+func TestPolicyRejectsBadCompatibleAndSlices(t *testing.T) {
+	for _, tt := range []struct{ body, summary string }{
+		{`compatible = []`, "Empty compatible"},
+		{`compatible = ["gpu_model", "gpu_model"]`, "Duplicate value in compatible"},
+		{"slice {\n    nodes = 2\n    locality = \"any\"\n  }", "Invalid value for locality"},
+		{"slice {\n    nodes = 0\n    locality = \"zone\"\n  }", "Invalid value for nodes"},
+		{"slice {\n    locality = \"zone\"\n  }", "Missing required argument"},
+		{"slice {\n    nodes = 2\n    locality = \"zone\"\n  }\n  slice {\n    nodes = 2\n    locality = \"zone\"\n  }", "Duplicate slice block"},
+		{"group_locality = \"network_group\"\n  slice {\n    nodes = 2\n    locality = \"zone\"\n  }", "Slice looser than the group"},
+	} {
+		dir := t.TempDir()
+		writeFile(t, dir, "main.hcl", "policy \"p\" {\n  "+tt.body+"\n}\n")
+		_, diags := Load(dir, LoadOptions{})
+		if len(diags) != 1 || diags[0].Summary != tt.summary {
+			t.Errorf("%s: diagnostics\n%s\nwant one %q", tt.body, diagList(diags), tt.summary)
+		}
 	}
 }
 

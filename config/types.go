@@ -170,12 +170,17 @@ const (
 	RankSpread         = "spread"
 	RankFirstFit       = "first_fit"
 	RankMostFreeMemory = "most_free_memory"
+	RankBinpack        = "binpack"
 
 	UnschedulableWait = "wait"
 	UnschedulableFail = "fail"
 
 	BucketBestFit   = "best_fit"
 	BucketFirstFill = "first_fill"
+
+	CompatTorch      = "torch"
+	CompatCUDADriver = "cuda_driver"
+	CompatGPUModel   = "gpu_model"
 )
 
 // Policy is a `policy "name"` block.
@@ -187,7 +192,20 @@ type Policy struct {
 	BucketChoice    string // default BucketBestFit
 	Regions         []string
 	Labels          map[string]string
-	DeclRange       hcl.Range
+	// Compatible lists the properties every node of a group shares;
+	// default [CompatTorch].
+	Compatible []string
+	// Slice is the policy's slice block, nil when it has none.
+	Slice     *Slice
+	DeclRange hcl.Range
+}
+
+// Slice is a policy's slice block: a job's nodes come in slices of Nodes,
+// each slice inside one group at Locality.
+type Slice struct {
+	Nodes     int
+	Locality  string
+	DeclRange hcl.Range
 }
 
 // Launchers of a job.

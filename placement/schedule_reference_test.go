@@ -222,7 +222,16 @@ func refCheckInside(t *testing.T, ws []Worker, pool, chosen uint32, l Level, ran
 		r := bits.OnesCount32(groups[partial] & chosen)
 		size := bits.OnesCount32(groups[partial])
 		for gi, g := range groups {
-			if gi != partial && g&chosen != g && bits.OnesCount32(g) >= r && bits.OnesCount32(g) < size {
+			if gi == partial || g&chosen == g || bits.OnesCount32(g) < r {
+				continue
+			}
+			if rank == RankBinpack {
+				// Binpack's key first, then the best fit.
+				kg, kp := &ws[nthBest(ws, g, r, rank, gpn)], &ws[nthBest(ws, groups[partial], r, rank, gpn)]
+				if refKeyBefore(rank, gpn, kg, kp) || !refKeyBefore(rank, gpn, kp, kg) && bits.OnesCount32(g) < size {
+					t.Fatalf("%s: binpack's remainder %d went to a group of %d, a group of %d packs better", ctx, r, size, bits.OnesCount32(g))
+				}
+			} else if bits.OnesCount32(g) < size {
 				t.Fatalf("%s: remainder %d went to a group of %d, a group of %d held it", ctx, r, size, bits.OnesCount32(g))
 			}
 		}

@@ -556,7 +556,8 @@ func TestScheduleAllTakesGPUsBeforeTheNextJob(t *testing.T) {
 
 func TestScheduleIsDeterministic(t *testing.T) {
 	fleets := map[string][]Worker{"lab": labFleet(), "zone": zoneFleet(), "adr": adrFleet(t, 120)}
-	policies := []Policy{{}, {GroupLocality: LocalityZone}, {GroupLocality: LocalityAny, Rank: RankMostFreeMemory}, {BucketChoice: BucketFirstFill, Rank: RankFirstFit}}
+	policies := []Policy{{}, {GroupLocality: LocalityZone}, {GroupLocality: LocalityAny, Rank: RankMostFreeMemory}, {BucketChoice: BucketFirstFill, Rank: RankFirstFit},
+		{Rank: RankBinpack, Compatible: []string{CompatTorch, CompatGPUModel}}, {Slice: &Slice{Nodes: 1, Locality: LocalityZone}}, {GroupLocality: LocalityAny, Slice: &Slice{Nodes: 1, Locality: LocalityRegion}}}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for name, ws := range fleets {
 		for _, pol := range policies {
@@ -592,6 +593,8 @@ func TestScheduleDecisionJSON(t *testing.T) {
 		{"failed-zone", 5, 4, Policy{GroupLocality: LocalityZone, OnUnschedulable: UnschedulableFail}, zoneFleet()},
 		{"failed-zone-no-eligible-worker", 1, 4, Policy{GroupLocality: LocalityZone, OnUnschedulable: UnschedulableFail, Regions: []string{"asia-east1"}}, zoneFleet()},
 		{"placed-zone-cpu-only", 4, 0, Policy{GroupLocality: LocalityZone}, zoneFleet()},
+		{"placed-slices", 12, 8, Policy{Slice: &Slice{Nodes: 2, Locality: LocalityNetworkGroup}}, sliceFleet(6, 5, 4, 3, 2)},
+		{"waiting-compatible", 3, 8, Policy{GroupLocality: LocalityNetworkGroup, Compatible: []string{CompatTorch, CompatCUDADriver, CompatGPUModel}}, driverFleet()},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			d := Schedule(Job{Name: "train", Nodes: tt.nodes, GPUsPerNode: tt.gpus}, tt.fleet, tt.policy)

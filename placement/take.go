@@ -11,7 +11,7 @@ import (
 func (s *scheduler) chooseBucket(bs []group) int {
 	bestFit := s.pol.BucketChoice == BucketBestFit
 	if bestFit && s.rank == rankBinpack {
-		return s.chooseBinpack(bs)
+		return s.binpackFit(bs, s.nodes, nil)
 	}
 	race := fillRace{s: s, n: s.nodes, best: -1, group: func(i int) group { return bs[i] }, bySize: bestFit}
 	for i := range bs {
@@ -31,20 +31,21 @@ func (s *scheduler) chooseBucket(bs []group) int {
 	return race.best
 }
 
-// chooseBinpack is best fit under binpack: the rank key comes first, so
-// that of the buckets holding the job the one whose nodes-th worker has
-// the fewest free GPUs (then the least free memory) wins, and the best fit
-// only between equal keys; then the earlier bucket. A one-node job goes
-// to the machine with the fewest free GPUs that fit, whatever the size of
-// its group, and whole machines stay free.
-func (s *scheduler) chooseBinpack(bs []group) int {
+// binpackFit is best fit under binpack, for a bucket and for the group
+// that takes a remainder: the rank key comes first, so that of the groups
+// with room for need (and not used) the one whose need-th worker has the
+// fewest free GPUs (then the least free memory) wins, the best fit only
+// between equal keys, then the earlier group; -1 when none has room. A
+// one-node job goes to the machine with the fewest free GPUs that fit,
+// whatever the size of its group, and whole machines stay free.
+func (s *scheduler) binpackFit(gs []group, need int, used []bool) int {
 	best, key := -1, int32(0)
-	for i := range bs {
-		if int(bs[i].room) < s.nodes {
+	for i := range gs {
+		if int(gs[i].room) < need || used != nil && used[i] {
 			continue
 		}
-		k := s.nth(bs[i], s.nodes, false)
-		if best < 0 || s.prim[k] < s.prim[key] || s.prim[k] == s.prim[key] && fitOrder(&bs[i], &bs[best]) < 0 {
+		k := s.nth(gs[i], need, false)
+		if best < 0 || s.prim[k] < s.prim[key] || s.prim[k] == s.prim[key] && fitOrder(&gs[i], &gs[best]) < 0 {
 			best, key = i, k
 		}
 	}
@@ -86,26 +87,36 @@ func (s *scheduler) take(g group, need int) {
 		s.take(kids[0], need)
 		return
 	}
-	kids = s.appendSingles(kids, g)
+	if singles > 0 {
+		kids = s.appendSingles(kids, g)
+	}
 	used := make([]bool, len(kids))
 	group := func(i int) group { return kids[i] }
 	for need > 0 {
-		// The remainder fits one group: the smallest that holds it.
-		fit := fillRace{s: s, n: need, best: -1, group: group, bySize: true}
-		for i := range kids {
-			switch {
-			case used[i] || int(kids[i].room) < need:
-			case fit.best < 0:
-				fit.reset(i)
-			case fitOrder(&kids[i], &kids[fit.best]) < 0:
-				fit.reset(i)
-			case fitOrder(&kids[i], &kids[fit.best]) == 0:
-				fit.offer(i)
+		// The remainder fits one group: the smallest that holds it (under
+		// binpack, the fullest machines first, as between buckets).
+		if s.rank == rankBinpack {
+			if b := s.binpackFit(kids, need, used); b >= 0 {
+				s.take(kids[b], need)
+				return
 			}
-		}
-		if fit.best >= 0 {
-			s.take(kids[fit.best], need)
-			return
+		} else {
+			fit := fillRace{s: s, n: need, best: -1, group: group, bySize: true}
+			for i := range kids {
+				switch {
+				case used[i] || int(kids[i].room) < need:
+				case fit.best < 0:
+					fit.reset(i)
+				case fitOrder(&kids[i], &kids[fit.best]) < 0:
+					fit.reset(i)
+				case fitOrder(&kids[i], &kids[fit.best]) == 0:
+					fit.offer(i)
+				}
+			}
+			if fit.best >= 0 {
+				s.take(kids[fit.best], need)
+				return
+			}
 		}
 		// Otherwise the largest, whole: the most room, and of equal room
 		// the one with the least left over.

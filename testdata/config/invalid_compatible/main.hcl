@@ -1,0 +1,3 @@
+policy "same" {
+  compatible = ["torch", "cuda"]
+}

@@ -1,0 +1,7 @@
+policy "tight" {
+  group_locality = "zone"
+  slice {
+    nodes    = 4
+    locality = "region"
+  }
+}
