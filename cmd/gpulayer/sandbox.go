@@ -24,6 +24,7 @@ type sandboxOptions struct {
 	json        bool
 	parallelism int
 	shell       string
+	nvlDomain   int
 }
 
 func newCmdSandbox(f *factory, runF func(*sandboxOptions) error) *cobra.Command {
@@ -49,12 +50,21 @@ process per command; programs that are not the sandbox's own sh scripts still
 run as real processes. --shell /bin/sh runs every command, nvidia-smi and
 python3 as real processes, as a real machine would.
 
+--nvlink-domain N adds N machines (at most 18) that share one multi-node NVLink
+domain, as the compute trays of a GB200 NVL72 rack do: nvl-01, nvl-02, ... in
+fleet nvl72, one zone and network group, their nvidia-smi -q reporting every
+GPU registered with one fabric clique. A policy with group_locality =
+"nvlink_domain" places a job on them.
+
 --once starts the machines, probes them as 'gpulayer probe' does, prints the
 result and stops.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if opts.hosts < 1 || opts.hosts > sandbox.MaxHosts {
 				return fmt.Errorf("--hosts must be from 1 to %d, got %d", sandbox.MaxHosts, opts.hosts)
+			}
+			if opts.nvlDomain < 0 || opts.nvlDomain > sandbox.MaxNVLinkDomain {
+				return fmt.Errorf("--nvlink-domain must be from 0 to %d, got %d", sandbox.MaxNVLinkDomain, opts.nvlDomain)
 			}
 			if opts.parallelism < 1 {
 				return fmt.Errorf("--parallelism must be at least 1, got %d", opts.parallelism)
@@ -71,6 +81,7 @@ result and stops.`,
 	cmd.Flags().BoolVar(&opts.json, "json", false, "with --once: print the facts document as JSON")
 	cmd.Flags().IntVar(&opts.parallelism, "parallelism", probe.DefaultParallelism, "with --once: probe at most `N` hosts at once")
 	cmd.Flags().StringVar(&opts.shell, "shell", sandbox.InProcess, "how machines run commands: `in-process` or the path of a POSIX shell such as /bin/sh")
+	cmd.Flags().IntVar(&opts.nvlDomain, "nvlink-domain", 0, "also simulate `N` GB200 NVL72 compute trays in one NVLink domain (0 to 18)")
 	return cmd
 }
 
@@ -92,7 +103,7 @@ func sandboxRun(opts *sandboxOptions) (err error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 
-	sb, err := sandbox.Start(sandbox.Options{Hosts: opts.hosts, Dir: dir, Shell: opts.shell})
+	sb, err := sandbox.Start(sandbox.Options{Hosts: opts.hosts, Dir: dir, Shell: opts.shell, NVLinkDomain: opts.nvlDomain})
 	if err != nil {
 		return err
 	}

@@ -50,7 +50,8 @@ func (p busyProcess) sees(g sandboxGPU) bool {
 }
 
 // nvidiaSMI is the nvidia-smi of a sandbox machine: it answers the queries
-// gpulayer's probe makes (--query-gpu, --query-compute-apps, topo -m, -L)
+// gpulayer's probe makes (--query-gpu, --query-compute-apps, topo -m, -L,
+// and -q for the GPUs' NVLink fabric)
 // from the machine's files, and reports as busy the GPUs named by
 // CUDA_VISIBLE_DEVICES (by index or UUID) of live processes started on the
 // machine. Anything else is refused with status 2, as nvidia-smi refuses
@@ -93,12 +94,14 @@ func answerNvidiaSMI(machine string, args []string, out *bytes.Buffer, stderr io
 			}
 		case arg == "-L" || arg == "--list-gpus":
 			kind = "list"
+		case arg == "-q" || arg == "--query":
+			kind = "query"
 		default:
 			kind = "unsupported"
 		}
 	}
 	if kind == "unsupported" || kind == "" {
-		fmt.Fprintln(stderr, "nvidia-smi (sandbox): only --query-gpu, --query-compute-apps, topo -m and -L are simulated")
+		fmt.Fprintln(stderr, "nvidia-smi (sandbox): only --query-gpu, --query-compute-apps, topo -m, -L and -q are simulated")
 		return 2
 	}
 	if kind == "topo" {
@@ -124,6 +127,8 @@ func answerNvidiaSMI(machine string, args []string, out *bytes.Buffer, stderr io
 			fmt.Fprintf(out, "GPU %s: %s (UUID: %s)\n", g.index, g.name, g.uuid)
 		}
 		return 0
+	case "query":
+		return queryAll(out, stderr, machine, gpus)
 	case "gpu":
 		return queryGPUs(out, stderr, format, query, gpus, busyProcesses(machine))
 	default:

@@ -92,7 +92,7 @@ func TestNvidiaSMIRefusesWhatItDoesNotSimulate(t *testing.T) {
 		{"unknown app field", []string{"--query-compute-apps=pid,colour", "--format=csv"}, `Field "colour" is not a valid field to query.`},
 		{"unknown format", []string{"--query-gpu=index", "--format=json"}, "unsupported format json"},
 		{"plain nvidia-smi", nil, "only --query-gpu"},
-		{"other command", []string{"-q"}, "only --query-gpu"},
+		{"other command", []string{"dmon"}, "only --query-gpu"},
 		{"-m without topo", []string{"-m"}, "only --query-gpu"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -65,6 +65,13 @@ type Options struct {
 	// Torch, when set, is every machine's torch version, instead of a
 	// fleet in the middle of an upgrade (every fourth machine older).
 	Torch string
+	// NVLinkDomain adds this many machines, 0 to MaxNVLinkDomain, after
+	// the Hosts others: the compute trays of one simulated GB200 NVL72
+	// rack (recordings.NVLinkTray), named nvl-01, nvl-02, ..., in one
+	// zone and network group (fleet nvl72), whose GPUs' fabric
+	// registration puts them all in one multi-node NVLink domain. Not
+	// with Like, whose machines are the configuration's.
+	NVLinkDomain int
 }
 
 // Spot is where one machine of a sandbox is, and what it is called.
@@ -83,8 +90,11 @@ type Machine struct {
 	Model    recordings.Machine
 	Torch    string
 	GPUUUIDs []string
-	Port     int    // on 127.0.0.1
-	Dir      string // its files: gpus, topo.txt, home/
+	// Fabric is the NVLink fabric clique every GPU of the machine is
+	// registered with; nil outside the simulated NVLink domain.
+	Fabric *Fabric
+	Port   int    // on 127.0.0.1
+	Dir    string // its files: gpus, topo.txt, home/
 }
 
 // Sandbox is a running fleet. Close stops it.
@@ -118,8 +128,15 @@ func (s *Sandbox) KeyPath() string        { return filepath.Join(s.Dir, KeyFile)
 func Start(opts Options) (_ *Sandbox, err error) {
 	if len(opts.Like) > 0 {
 		opts.Hosts = len(opts.Like)
+		if opts.NVLinkDomain > 0 {
+			return nil, errors.New("sandbox: an NVLink domain cannot be added to machines like a configuration's")
+		}
 	}
-	if opts.Hosts < 1 || opts.Hosts > MaxHosts {
+	if opts.NVLinkDomain < 0 || opts.NVLinkDomain > MaxNVLinkDomain {
+		return nil, fmt.Errorf("sandbox: --nvlink-domain must be from 0 to %d, got %d", MaxNVLinkDomain, opts.NVLinkDomain)
+	}
+	total := opts.Hosts + opts.NVLinkDomain
+	if opts.Hosts < 0 || total < 1 || total > MaxHosts {
 		return nil, fmt.Errorf("sandbox: --hosts must be from 1 to %d, got %d", MaxHosts, opts.Hosts)
 	}
 	if opts.Dir == "" {
@@ -168,12 +185,20 @@ func Start(opts Options) (_ *Sandbox, err error) {
 		return nil, err
 	}
 	var known strings.Builder
-	for i := 0; i < opts.Hosts; i++ {
-		var spot *Spot
-		if len(opts.Like) > 0 {
-			spot = &opts.Like[i]
+	for i := 0; i < total; i++ {
+		var m Machine
+		switch {
+		case i >= opts.Hosts:
+			m = planTray(i-opts.Hosts, opts.NVLinkDomain)
+		case len(opts.Like) > 0:
+			m = planLike(plan(i, opts.Hosts, recordings.Machines()), opts.Like[i])
+		default:
+			m = plan(i, opts.Hosts, recordings.Machines())
 		}
-		m, env, err := prepare(dir, i, opts.Hosts, spot, opts.Torch)
+		if opts.Torch != "" {
+			m.Torch = opts.Torch
+		}
+		m, env, err := prepare(dir, m)
 		if err != nil {
 			return nil, err
 		}
@@ -223,10 +248,11 @@ func Start(opts Options) (_ *Sandbox, err error) {
 // and machines/ in it, must be the current user's and writable by no one
 // else (they are created so when missing).
 func Prepare(dir string, i, n int) (Machine, []string, error) {
-	return prepare(dir, i, n, nil, "")
+	return prepare(dir, plan(i, n, recordings.Machines()))
 }
 
-func prepare(dir string, i, n int, spot *Spot, torch string) (Machine, []string, error) {
+// prepare writes the files of the planned machine m.
+func prepare(dir string, m Machine) (Machine, []string, error) {
 	if err := ownDirs(dir); err != nil {
 		return Machine{}, nil, err
 	}
@@ -234,18 +260,6 @@ func prepare(dir string, i, n int, spot *Spot, torch string) (Machine, []string,
 	if _, err := os.Lstat(filepath.Join(bin, "sandbox-shell")); err != nil {
 		if err := writeScripts(bin); err != nil {
 			return Machine{}, nil, err
-		}
-	}
-	m := plan(i, n, recordings.Machines())
-	if torch != "" {
-		m.Torch = torch
-	}
-	if spot != nil {
-		m.Name, m.Fleet = spot.Name, spot.Fleet
-		m.Region, m.Zone, m.Network = spot.Region, spot.Zone, spot.NetworkGroup
-		m.GPUUUIDs = m.GPUUUIDs[:0]
-		for g := 0; g < m.Model.GPUs; g++ {
-			m.GPUUUIDs = append(m.GPUUUIDs, gpuUUID(m.Name, g))
 		}
 	}
 	m.Dir = filepath.Join(dir, "machines", m.Name)
@@ -313,6 +327,37 @@ func plan(i, n int, models []recordings.Machine) Machine {
 	return m
 }
 
+// planLike is machine m named and placed as spot says.
+func planLike(m Machine, spot Spot) Machine {
+	m.Name, m.Fleet = spot.Name, spot.Fleet
+	m.Region, m.Zone, m.Network = spot.Region, spot.Zone, spot.NetworkGroup
+	m.GPUUUIDs = m.GPUUUIDs[:0]
+	for g := 0; g < m.Model.GPUs; g++ {
+		m.GPUUUIDs = append(m.GPUUUIDs, gpuUUID(m.Name, g))
+	}
+	return m
+}
+
+// planTray is tray k of an n-tray simulated NVL72 rack: one zone and
+// network group, one torch version, every GPU registered with the rack's
+// fabric clique.
+func planTray(k, n int) Machine {
+	m := Machine{
+		Name:    fmt.Sprintf("nvl-%0*d", max(2, len(strconv.Itoa(n))), k+1),
+		Fleet:   "nvl72",
+		Region:  regions[0].name,
+		Zone:    regions[0].zones[0],
+		Network: regions[0].zones[0] + "-nvl72",
+		Model:   recordings.NVLinkTray(),
+		Torch:   "2.5.1+cu124",
+		Fabric:  domainFabric(),
+	}
+	for g := 0; g < m.Model.GPUs; g++ {
+		m.GPUUUIDs = append(m.GPUUUIDs, gpuUUID(m.Name, g))
+	}
+	return m
+}
+
 // gpuUUID is a stable UUID for GPU g of machine name.
 func gpuUUID(name string, g int) string {
 	h := sha256.Sum256([]byte(name + "/" + strconv.Itoa(g)))
@@ -335,6 +380,11 @@ func writeMachine(m *Machine) error {
 		fmt.Fprintf(&gpus, "%d|%s|%s|%s|%d|%s\n", g, uuid, m.Model.GPUName, PCIBusID(g), m.Model.MemoryMiB, m.Model.Driver)
 	}
 	files := map[string]string{gpusFile: gpus.String(), topoFile: m.Model.Topology()}
+	if fabric := fabricRecord(m); fabric != "" {
+		files[fabricFile] = fabric
+	} else {
+		_ = os.Remove(filepath.Join(m.Dir, fabricFile)) // a model's of an earlier sandbox
+	}
 	for name, text := range files {
 		if err := writeRecord(filepath.Join(m.Dir, name), []byte(text), 0o644); err != nil {
 			return err

@@ -105,7 +105,7 @@ func testProbingReturnsTheRecordings(t *testing.T, shell string) {
 		}
 		for i, g := range h.GPUs {
 			wantGPU := facts.GPU{Index: i, UUID: m.GPUUUIDs[i], Name: m.Model.GPUName, PCIBusID: sandbox.PCIBusID(i),
-				MemoryTotalMiB: m.Model.MemoryMiB, Processes: []facts.Process{}}
+				MemoryTotalMiB: m.Model.MemoryMiB, Processes: []facts.Process{}, Fabric: m.GPUFabric(i)}
 			if !reflect.DeepEqual(g, wantGPU) {
 				t.Errorf("%s: GPU %+v, want %+v", m.Name, g, wantGPU)
 			}

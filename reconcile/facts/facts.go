@@ -56,6 +56,12 @@ type Host struct {
 	// a better parser can read an old snapshot again.
 	TopologyRaw string           `json:"topology_raw,omitempty"`
 	Topology    *topology.Matrix `json:"topology,omitempty"`
+	// NVLinkDomain is the multi-node NVLink domain the machine's GPUs are
+	// registered in, "CLUSTER_UUID:CLIQUE_ID" (topology.NVLinkDomain):
+	// set only when every GPU finished registering with the same fabric
+	// clique; "" otherwise, with a warning when the machine has a fabric it
+	// cannot be placed by (a registration not completed, mixed cliques).
+	NVLinkDomain string `json:"nvlink_domain,omitempty"`
 
 	PIDs   []PID  `json:"pids,omitempty"`
 	BootID string `json:"boot_id,omitempty"`
@@ -95,6 +101,10 @@ type GPU struct {
 	// claimed by another configuration is busy even before its process
 	// opens it.
 	Claim *Claim `json:"claim,omitempty"`
+	// Fabric is the GPU's NVLink fabric registration, from the Fabric
+	// section of `nvidia-smi -q`; nil when it printed none (drivers before
+	// the section existed, GPUs it does not apply to on some drivers).
+	Fabric *topology.GPUFabric `json:"fabric,omitempty"`
 }
 
 // Claim is who holds a GPU's claim: a node of a job of one state (its

@@ -121,6 +121,11 @@ func Parse(output []byte, nonce string) Host {
 		if s, ok := need(sectionTopo); ok {
 			h.parseTopology(s)
 		}
+		// Not needed: output recorded before the probe asked has no
+		// such section, and its machines are in no NVLink domain.
+		if s, ok := secs[sectionFabric]; ok {
+			h.parseFabric(s)
+		}
 		if s, ok := secs[sectionClaims]; ok {
 			h.parseClaims(s)
 		}

@@ -299,6 +299,34 @@ gpulayer_claims() {
 	done
 }
 
+# gpulayer_fabric prints, of `nvidia-smi -q`, only the GPU lines and the
+# Fabric sections below them: each GPU's NVLink fabric registration (state,
+# status, clique id, cluster UUID), which places machines of one multi-node
+# NVLink domain together. The rest, a few hundred lines per GPU, is dropped
+# here with builtins, so a probe stays small and forks nothing more.
+gpulayer_fabric() {
+	gpulayer_q=$(gpulayer_bounded 20 nvidia-smi -q)
+	gpulayer_s=$?
+	gpulayer_in=
+	while IFS= read -r gpulayer_line; do
+		case $gpulayer_line in
+		'GPU '*)
+			gpulayer_in=
+			printf '%s\n' "$gpulayer_line"
+			;;
+		'    Fabric'*)
+			gpulayer_in=1
+			printf '%s\n' "$gpulayer_line"
+			;;
+		'        '*) [ -z "$gpulayer_in" ] || printf '%s\n' "$gpulayer_line" ;;
+		*) gpulayer_in= ;;
+		esac
+	done <<gpulayer_end_of_q
+$gpulayer_q
+gpulayer_end_of_q
+	return "$gpulayer_s"
+}
+
 gpulayer_probe() {
 	gpulayer_nonce=$1
 	shift
@@ -344,6 +372,7 @@ gpulayer_probe() {
 		# listed, and still holds its GPU.
 		[ -z "$gpulayer_gone" ] || gpulayer_section compute_apps_recheck gpulayer_apps_query
 		gpulayer_section topo gpulayer_bounded 20 nvidia-smi topo -m
+		gpulayer_section fabric gpulayer_fabric
 		gpulayer_section claims gpulayer_claims
 	else
 		gpulayer_begin gpus

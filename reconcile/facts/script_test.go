@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// fakeNvidiaSMI answers the probe's three nvidia-smi calls for a 2-GPU
+// fakeNvidiaSMI answers the probe's nvidia-smi calls for a 2-GPU
 // machine with one process on GPU 1, and reports text it finds on its
 // standard input: the probe script must never be readable there.
 const fakeNvidiaSMI = `#!/bin/sh
@@ -20,6 +20,7 @@ case "$*" in
 *--query-gpu=*) printf '0, GPU-0, NVIDIA GeForce RTX 3090, 00000000:01:00.0, 24576, 3, 550.90.07\n1, GPU-1, NVIDIA GeForce RTX 3090, 00000000:02:00.0, 24576, 20001, 550.90.07\n' ;;
 *--query-compute-apps=*) printf 'GPU-1, 4242, 19998\n' ;;
 "topo -m") cat "$TOPO" ;;
+-q) printf 'GPU 00000000:01:00.0\n    Product Name : NVIDIA GeForce RTX 3090\n    Fabric\n        State : N/A\n        Status : N/A\n' ;;
 *) exit 2 ;;
 esac
 `

@@ -9,7 +9,7 @@ import (
 )
 
 func TestCopiesEqualTheRepositoryRecordings(t *testing.T) {
-	for _, m := range Machines() {
+	for _, m := range append(Machines(), NVLinkTray()) {
 		got := m.Topology()
 		if m.Synthetic {
 			if m.RecordedAs != "" {
@@ -33,7 +33,7 @@ func TestEveryEmbeddedFileIsAMachine(t *testing.T) {
 		t.Fatal(err)
 	}
 	used := map[string]bool{}
-	for _, m := range Machines() {
+	for _, m := range append(Machines(), NVLinkTray()) {
 		used[m.TopologyFile] = true
 	}
 	for _, e := range entries {
@@ -44,7 +44,7 @@ func TestEveryEmbeddedFileIsAMachine(t *testing.T) {
 }
 
 func TestEveryMachineTopologyParsesWithItsGPUCount(t *testing.T) {
-	for _, m := range Machines() {
+	for _, m := range append(Machines(), NVLinkTray()) {
 		mx, err := topology.ParseSMI(m.Topology())
 		if err != nil {
 			t.Errorf("%s: %v", m.Model, err)
