@@ -328,12 +328,7 @@ func (l *loader) slice(d *decoder, p *Policy, blocks hcl.Blocks) *Slice {
 	var out *Slice
 	for i, b := range blocks {
 		if i > 0 {
-			d.add(&hcl.Diagnostic{
-				Severity: hcl.DiagError,
-				Summary:  "Duplicate slice block",
-				Detail:   "A policy has at most one slice block; the first is at " + blocks[0].DefRange.String() + ".",
-				Subject:  b.DefRange.Ptr(),
-			})
+			d.add(duplicateBlock("policy", "slice", blocks[0].DefRange, b))
 			continue
 		}
 		content, diags := b.Body.Content(sliceSchema)
@@ -625,12 +620,7 @@ func (l *loader) restart(d *decoder, kind string, blocks hcl.Blocks) Restart {
 	}
 	for i, b := range blocks {
 		if i > 0 {
-			d.add(&hcl.Diagnostic{
-				Severity: hcl.DiagError,
-				Summary:  "Duplicate restart block",
-				Detail:   "A job has at most one restart block; the first is at " + blocks[0].DefRange.String() + ".",
-				Subject:  b.DefRange.Ptr(),
-			})
+			d.add(duplicateBlock("job", "restart", blocks[0].DefRange, b))
 			continue
 		}
 		content, diags := b.Body.Content(restartSchema)

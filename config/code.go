@@ -48,12 +48,7 @@ func (l *loader) codeAndSetup(d *decoder, j *Job, a hcl.Attributes, blocks hcl.B
 			continue
 		}
 		if !first {
-			d.add(&hcl.Diagnostic{
-				Severity: hcl.DiagError,
-				Summary:  "Duplicate code block",
-				Detail:   "A job has at most one code block; the first is at " + j.Code.Range.String() + ".",
-				Subject:  b.DefRange.Ptr(),
-			})
+			d.add(duplicateBlock("job", "code", j.Code.Range, b))
 			continue
 		}
 		first = false

@@ -34,6 +34,17 @@ func newDecoder(s *scope, funcs map[string]function.Function) *decoder {
 	return &decoder{scope: s, ctx: s.evalContext(funcs), sensitive: map[hcl.Range]bool{}, unknown: map[hcl.Range]bool{}}
 }
 
+// duplicateBlock is the error for a second block of a kind its owner (a job,
+// a policy) holds at most one of; first is where the one kept is.
+func duplicateBlock(owner, kind string, first hcl.Range, again *hcl.Block) *hcl.Diagnostic {
+	return &hcl.Diagnostic{
+		Severity: hcl.DiagError,
+		Summary:  "Duplicate " + kind + " block",
+		Detail:   "A " + owner + " has at most one " + kind + " block; the first is at " + first.String() + ".",
+		Subject:  again.DefRange.Ptr(),
+	}
+}
+
 func (d *decoder) add(diags ...*hcl.Diagnostic) {
 	for _, diag := range diags {
 		if diag.Subject != nil && d.sensitive[*diag.Subject] {
