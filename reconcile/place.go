@@ -167,6 +167,20 @@ func worker(h *host, released map[string]bool, held []int, keptNodes int, lineag
 // sorted, joined by " + ", so that it matches only machines of the same
 // mix; "" without GPUs.
 func gpuModel(fh *facts.Host) string {
+	one := ""
+	for _, g := range fh.GPUs {
+		switch {
+		case g.Name == "" || g.Name == one:
+		case one == "":
+			one = g.Name
+		default:
+			return gpuModels(fh) // a mix; the common case allocates nothing
+		}
+	}
+	return one
+}
+
+func gpuModels(fh *facts.Host) string {
 	var names []string
 	for _, g := range fh.GPUs {
 		if g.Name != "" && !slices.Contains(names, g.Name) {
