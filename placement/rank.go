@@ -184,48 +184,48 @@ func (s *scheduler) firstByKeyThenPick(ws []int32, n int) []int32 {
 			tied = append(tied, w)
 		}
 	}
+	s.tied = tied[:0]
 	if need := n - len(in); need < len(tied) {
-		s.spare = selectN(s.spare[:0], tied, need, func(a, b int32) bool { return s.before(a, b) })
+		s.spare = s.selectN(s.spare[:0], tied, need, true)
 		tied = s.spare
 	}
-	s.tied = tied[:0]
 	return append(in, tied...)
 }
 
 // firstN returns the n first workers of ws in rank order (n < len(ws)) as a
 // max-heap: its root is the n-th.
 func (s *scheduler) firstN(ws []int32, n int, full bool) []int32 {
-	s.heap = selectN(s.heap[:0], ws, n, func(a, b int32) bool { return s.rankBefore(a, b, full) })
+	s.heap = s.selectN(s.heap[:0], ws, n, full)
 	return s.heap
 }
 
-// selectN appends to h the n first of ws by before (n < len(ws)) as a
-// max-heap, its root the n-th.
-func selectN(h, ws []int32, n int, before func(a, b int32) bool) []int32 {
+// selectN appends to h the n first of ws in rank order (n < len(ws)) as a
+// max-heap, its root the n-th. h must not share ws's storage.
+func (s *scheduler) selectN(h, ws []int32, n int, full bool) []int32 {
 	h = append(h, ws[:n]...)
 	for i := n/2 - 1; i >= 0; i-- {
-		siftDown(h, i, before)
+		s.siftDown(h, i, full)
 	}
 	for _, w := range ws[n:] {
-		if before(w, h[0]) {
+		if s.rankBefore(w, h[0], full) {
 			h[0] = w
-			siftDown(h, 0, before)
+			s.siftDown(h, 0, full)
 		}
 	}
 	return h
 }
 
-func siftDown(h []int32, i int, before func(a, b int32) bool) {
+func (s *scheduler) siftDown(h []int32, i int, full bool) {
 	for {
 		l := 2*i + 1
 		if l >= len(h) {
 			return
 		}
 		m := l
-		if r := l + 1; r < len(h) && before(h[l], h[r]) {
+		if r := l + 1; r < len(h) && s.rankBefore(h[l], h[r], full) {
 			m = r
 		}
-		if !before(h[i], h[m]) {
+		if !s.rankBefore(h[i], h[m], full) {
 			return
 		}
 		h[i], h[m] = h[m], h[i]
