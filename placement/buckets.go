@@ -419,6 +419,7 @@ func (s *scheduler) buckets(level Level) ([]group, LevelExplanation) {
 	}
 	s.bucketSpace = s.bucketSpace[len(out):]
 	s.bucketsLeft -= len(out)
+	var counts []SliceCount
 	for i, g := range out {
 		k := &s.cells[g.clo].key
 		exp.Buckets[i] = BucketExplanation{
@@ -427,7 +428,11 @@ func (s *scheduler) buckets(level Level) ([]group, LevelExplanation) {
 			Eligible: int(g.compat), Free: g.size(), Needed: s.nodes,
 		}
 		if s.slice > 0 {
-			exp.Buckets[i].Slices = &SliceCount{Size: s.slice, Free: int(g.room) / s.slice, Eligible: int(g.compatRoom) / s.slice}
+			if i == 0 {
+				counts = make([]SliceCount, len(out)) // one allocation for the level's buckets
+			}
+			counts[i] = SliceCount{Size: s.slice, Free: int(g.room) / s.slice, Eligible: int(g.compatRoom) / s.slice}
+			exp.Buckets[i].Slices = &counts[i]
 		}
 	}
 	if noValue > 0 {
