@@ -321,6 +321,17 @@ func (l *loader) compatible(d *decoder, a hcl.Attributes, p *Policy) {
 	p.Compatible = props
 }
 
+// secondBlock is the error on a second block of a kind that owner (a
+// policy, a job) has at most one of.
+func secondBlock(owner, kind string, first, b *hcl.Block) *hcl.Diagnostic {
+	return &hcl.Diagnostic{
+		Severity: hcl.DiagError,
+		Summary:  "Duplicate " + kind + " block",
+		Detail:   fmt.Sprintf("A %s has at most one %s block; the first is at %s.", owner, kind, first.DefRange.String()),
+		Subject:  b.DefRange.Ptr(),
+	}
+}
+
 // slice decodes a policy's slice block (at most one). Its locality is a
 // level no looser than the policy's group_locality when that is required:
 // a slice is part of the group, so it cannot spread wider than the group.
@@ -328,12 +339,7 @@ func (l *loader) slice(d *decoder, p *Policy, blocks hcl.Blocks) *Slice {
 	var out *Slice
 	for i, b := range blocks {
 		if i > 0 {
-			d.add(&hcl.Diagnostic{
-				Severity: hcl.DiagError,
-				Summary:  "Duplicate slice block",
-				Detail:   "A policy has at most one slice block; the first is at " + blocks[0].DefRange.String() + ".",
-				Subject:  b.DefRange.Ptr(),
-			})
+			d.add(secondBlock("policy", "slice", blocks[0], b))
 			continue
 		}
 		content, diags := b.Body.Content(sliceSchema)
@@ -625,12 +631,7 @@ func (l *loader) restart(d *decoder, kind string, blocks hcl.Blocks) Restart {
 	}
 	for i, b := range blocks {
 		if i > 0 {
-			d.add(&hcl.Diagnostic{
-				Severity: hcl.DiagError,
-				Summary:  "Duplicate restart block",
-				Detail:   "A job has at most one restart block; the first is at " + blocks[0].DefRange.String() + ".",
-				Subject:  b.DefRange.Ptr(),
-			})
+			d.add(secondBlock("job", "restart", blocks[0], b))
 			continue
 		}
 		content, diags := b.Body.Content(restartSchema)
