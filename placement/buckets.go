@@ -88,7 +88,8 @@ func (g *group) size() int { return int(g.hi - g.lo) }
 // the free workers out cell by cell, so that every bucket at every level is
 // a contiguous run of cells and of free workers.
 func (s *scheduler) classify() {
-	s.index = nil
+	clear(s.index)
+	s.indexed = false
 	clear(s.slots[:])
 	freeTotal := 0
 	static := len(s.pol.Labels) > 0 || len(s.pol.Regions) > 0 || s.slice > 0
@@ -124,11 +125,26 @@ func (s *scheduler) classify() {
 				model = w.GPUModel
 			}
 		}
-		slot := &s.slots[slotOf(w)]
-		c := *slot - 1
+		// Two slots per key: a cell whose first slot another cell holds
+		// takes its second, so two cells sharing a slot do not push each
+		// other out for every worker.
+		h := slotHash(w)
+		if more {
+			h ^= moreHash(driver, model)
+		}
+		h *= 0x9E3779B97F4A7C15
+		first, second := &s.slots[h>>(64-slotBits)], &s.slots[h>>(64-2*slotBits)&(slotCount-1)]
+		c := *first - 1
 		if c < 0 || !s.cells[c].holds(w, torch) || more && !s.cells[c].holdsMore(driver, model) {
-			c = s.cellFor(cellKey{torch, driver, model, w.Location.Region, w.Location.Zone, w.Location.NetworkGroup})
-			*slot = c + 1
+			c = *second - 1
+			if c < 0 || !s.cells[c].holds(w, torch) || more && !s.cells[c].holdsMore(driver, model) {
+				c = s.cellFor(cellKey{torch, driver, model, w.Location.Region, w.Location.Zone, w.Location.NetworkGroup})
+				if *first == 0 {
+					*first = c + 1
+				} else {
+					*second = c + 1
+				}
+			}
 		}
 		s.cells[c].compat++
 		// Free enough means gpus_per_node free GPUs: any worker for a
@@ -249,34 +265,59 @@ func (k *strKey) is(s, orig string) bool {
 // cellPrint is the fingerprint of a cellKey.
 type cellPrint struct{ torch, driver, model, region, zone, ng strKey }
 
-// slotCount is the size of the cell cache in classify.
-const slotCount = 64
+// slotCount is the size of the cell cache in classify: 2^slotBits.
+const (
+	slotBits  = 7
+	slotCount = 1 << slotBits
+)
 
-// slotOf hashes the bytes where locations usually differ: the zone's
-// length and last byte, and the region's and torch version's last bytes.
-// It reads all three strings up front, so that the memory loads of a
-// worker's key overlap instead of following one another.
-func slotOf(w *Worker) int {
-	z, r, t := w.Location.Zone, w.Location.Region, w.TorchVersion
-	h := uint(len(z))
+// slotHash hashes the bytes where locations usually differ: the zone's
+// and network group's lengths and last bytes, and the region's and torch
+// version's last bytes; mixed by a multiply (in classify), its top bits
+// pick a key's two slots. It reads the strings up front, so that the
+// memory loads of a worker's key overlap instead of following one another.
+func slotHash(w *Worker) uint64 {
+	z, r, t, g := w.Location.Zone, w.Location.Region, w.TorchVersion, w.Location.NetworkGroup
+	h := uint64(len(z)) | uint64(len(g))<<8
 	if len(z) > 0 {
-		h += uint(z[len(z)-1]) * 7
+		h |= uint64(z[len(z)-1]) << 16
+	}
+	if len(g) > 0 {
+		h |= uint64(g[len(g)-1]) << 24
 	}
 	if len(r) > 0 {
-		h += uint(r[len(r)-1]) * 131
+		h |= uint64(r[len(r)-1]) << 32
 	}
 	if len(t) > 0 {
-		h += uint(t[len(t)-1]) * 17
+		h |= uint64(t[len(t)-1]) << 40
 	}
-	return int(h % slotCount)
+	return h
+}
+
+// moreHash adds the driver's and model's lengths and last bytes, for a
+// policy that keys on them.
+func moreHash(driver, model string) uint64 {
+	h := uint64(len(driver))<<48 ^ uint64(len(model))<<56
+	if len(driver) > 0 {
+		h ^= uint64(driver[len(driver)-1]) << 52
+	}
+	if len(model) > 0 {
+		h ^= uint64(model[len(model)-1]) << 44
+	}
+	return h
 }
 
 // cellFor finds or adds the cell of key k: a scan while there are few
-// cells (fleets have a handful of zones), a map beyond.
+// cells (fleets have tens of zones and network groups; the slot cache in
+// classify finds most workers' cells without calling this), a map beyond.
+// The map is kept, emptied, for the next call.
 func (s *scheduler) cellFor(k cellKey) int32 {
-	if s.index == nil {
+	print := cellPrint{keyOf(k.torch), keyOf(k.driver), keyOf(k.model), keyOf(k.region), keyOf(k.zone), keyOf(k.ng)}
+	if !s.indexed {
+		// Fingerprints first: word compares reject the other cells
+		// without reading their strings.
 		for j := range s.cells {
-			if s.cells[j].key == k {
+			if s.cells[j].print == print && s.cells[j].key == k {
 				return int32(j)
 			}
 		}
@@ -284,18 +325,24 @@ func (s *scheduler) cellFor(k cellKey) int32 {
 		return j
 	}
 	c := int32(len(s.cells))
-	s.cells = append(s.cells, cell{key: k, print: cellPrint{keyOf(k.torch), keyOf(k.driver), keyOf(k.model), keyOf(k.region), keyOf(k.zone), keyOf(k.ng)}})
+	s.cells = append(s.cells, cell{key: k, print: print})
 	switch {
-	case s.index != nil:
+	case s.indexed:
 		s.index[k] = c
-	case len(s.cells) > 16:
-		s.index = make(map[cellKey]int32, 64)
+	case len(s.cells) > scanCells:
+		if s.index == nil {
+			s.index = make(map[cellKey]int32, 4*scanCells)
+		}
 		for j := range s.cells {
 			s.index[s.cells[j].key] = int32(j)
 		}
+		s.indexed = true
 	}
 	return c
 }
+
+// scanCells is how many cells cellFor scans before it keeps a map.
+const scanCells = 64
 
 // staticReason is the index in staticReasons of the first check the worker
 // fails that does not depend on what is free now (label, region,
@@ -372,6 +419,7 @@ func (s *scheduler) buckets(level Level) ([]group, LevelExplanation) {
 	}
 	s.bucketSpace = s.bucketSpace[len(out):]
 	s.bucketsLeft -= len(out)
+	var counts []SliceCount
 	for i, g := range out {
 		k := &s.cells[g.clo].key
 		exp.Buckets[i] = BucketExplanation{
@@ -380,7 +428,11 @@ func (s *scheduler) buckets(level Level) ([]group, LevelExplanation) {
 			Eligible: int(g.compat), Free: g.size(), Needed: s.nodes,
 		}
 		if s.slice > 0 {
-			exp.Buckets[i].Slices = &SliceCount{Size: s.slice, Free: int(g.room) / s.slice, Eligible: int(g.compatRoom) / s.slice}
+			if i == 0 {
+				counts = make([]SliceCount, len(out)) // one allocation for the level's buckets
+			}
+			counts[i] = SliceCount{Size: s.slice, Free: int(g.room) / s.slice, Eligible: int(g.compatRoom) / s.slice}
+			exp.Buckets[i].Slices = &counts[i]
 		}
 	}
 	if noValue > 0 {

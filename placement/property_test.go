@@ -223,8 +223,9 @@ func checkPlacement(t *testing.T, ws []Worker, job Job, pol Policy, d Decision, 
 	}
 }
 
-// topoLess orders locations as node ranks do: loosest level first, values
-// before none.
+// topoCompare orders locations as node ranks do (loosest level first,
+// values before none): topologyOrder's order written out again, as the
+// reference.
 func topoCompare(a, b Location) int {
 	for l := LevelAny; l > 0; {
 		l--

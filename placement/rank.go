@@ -146,12 +146,15 @@ func (s *scheduler) samePrim(ws []int32) bool {
 // storage (valid until the next call).
 func (s *scheduler) topN(ws []int32, n int, full bool) []int32 {
 	var h []int32
-	if n >= len(ws) {
+	switch {
+	case n >= len(ws):
 		h = append(s.heap[:0], ws...)
-		s.heap = h
-	} else {
+	case full && s.useQ:
+		h = s.firstByKeyThenPick(ws, n)
+	default:
 		h = s.firstN(ws, n, full)
 	}
+	s.heap = h
 	slices.SortFunc(h, func(a, b int32) int {
 		switch {
 		case a == b:
@@ -164,10 +167,42 @@ func (s *scheduler) topN(ws []int32, n int, full bool) []int32 {
 	return h
 }
 
+// firstByKeyThenPick is firstN in full rank order, with GPU picks scored
+// only where they can decide: the workers whose key ranks before the n-th
+// worker's key are all in; of those that share that key, the best by the
+// full order (pick quality, then ID) fill the rest. Picking on a machine
+// can cost tens of microseconds, and a heap over every worker would score
+// whichever tied workers its comparisons happen to meet.
+func (s *scheduler) firstByKeyThenPick(ws []int32, n int) []int32 {
+	edge := s.prim[s.firstN(ws, n, false)[0]] // the n-th key
+	in, tied := s.heap[:0], s.tied[:0]
+	for _, w := range ws {
+		switch p := s.prim[w]; {
+		case p < edge:
+			in = append(in, w)
+		case p == edge:
+			tied = append(tied, w)
+		}
+	}
+	s.tied = tied[:0]
+	if need := n - len(in); need < len(tied) {
+		s.spare = s.selectN(s.spare[:0], tied, need, true)
+		tied = s.spare
+	}
+	return append(in, tied...)
+}
+
 // firstN returns the n first workers of ws in rank order (n < len(ws)) as a
 // max-heap: its root is the n-th.
 func (s *scheduler) firstN(ws []int32, n int, full bool) []int32 {
-	h := append(s.heap[:0], ws[:n]...)
+	s.heap = s.selectN(s.heap[:0], ws, n, full)
+	return s.heap
+}
+
+// selectN appends to h the n first of ws in rank order (n < len(ws)) as a
+// max-heap, its root the n-th. h must not share ws's storage.
+func (s *scheduler) selectN(h, ws []int32, n int, full bool) []int32 {
+	h = append(h, ws[:n]...)
 	for i := n/2 - 1; i >= 0; i-- {
 		s.siftDown(h, i, full)
 	}
@@ -177,7 +212,6 @@ func (s *scheduler) firstN(ws []int32, n int, full bool) []int32 {
 			s.siftDown(h, 0, full)
 		}
 	}
-	s.heap = h
 	return h
 }
 

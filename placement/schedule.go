@@ -99,11 +99,14 @@ type scheduler struct {
 	sliceDepth int
 	chosen     []int32
 	heap       []int32
+	tied       []int32 // scratch of firstByKeyThenPick
+	spare      []int32
 	order, inv []int32
 	sorted     []cell
 	groups     []group
-	index      map[cellKey]int32
-	slots      [slotCount]int32 // cell+1 by slotOf; 0 empty
+	index      map[cellKey]int32 // cells by key once there are many (indexed); kept empty between calls
+	indexed    bool
+	slots      [slotCount]int32 // cell+1 by slotHash; 0 empty
 
 	// bucketSpace is the unused part of the allocation that the levels'
 	// bucket explanations are cut from; bucketsLeft, how many they may
@@ -370,7 +373,8 @@ func (s *scheduler) reset(job Job, workers []Worker, pol Policy) {
 // release drops every reference to the caller's data, so that a pooled
 // scheduler does not keep a fleet alive.
 func (s *scheduler) release() {
-	s.ws, s.picks, s.index, s.bucketSpace = nil, nil, nil, nil
+	s.ws, s.picks, s.bucketSpace = nil, nil, nil
+	clear(s.index) // its keys are the caller's strings
 	clear(s.cells[:cap(s.cells)])
 	clear(s.sorted[:cap(s.sorted)])
 	s.pol = Policy{}

@@ -111,6 +111,8 @@ func worker(h *host, released map[string]bool, held []int, keptNodes int, lineag
 		LocationTrusted: h.trusted,
 		Labels:          h.cfg.Labels,
 		TorchVersion:    fh.TorchVersion,
+		CUDADriver:      fh.CUDADriverVersion,
+		GPUModel:        gpuModel(fh),
 		Matrix:          h.matrix,
 		GPUs:            len(fh.GPUs),
 		RunningTasks:    keptNodes,
@@ -158,6 +160,35 @@ func worker(h *host, released map[string]bool, held []int, keptNodes int, lineag
 	w.Free = free
 	w.RunningTasks += len(foreign)
 	return w
+}
+
+// gpuModel is the model of a host's GPUs as the probe named them
+// ("NVIDIA H100 80GB HBM3"); a machine of several models is their names,
+// sorted, joined by " + ", so that it matches only machines of the same
+// mix; "" without GPUs.
+func gpuModel(fh *facts.Host) string {
+	one := ""
+	for _, g := range fh.GPUs {
+		switch {
+		case g.Name == "" || g.Name == one:
+		case one == "":
+			one = g.Name
+		default:
+			return gpuModels(fh) // a mix; the common case allocates nothing
+		}
+	}
+	return one
+}
+
+func gpuModels(fh *facts.Host) string {
+	var names []string
+	for _, g := range fh.GPUs {
+		if g.Name != "" && !slices.Contains(names, g.Name) {
+			names = append(names, g.Name)
+		}
+	}
+	slices.Sort(names)
+	return strings.Join(names, " + ")
 }
 
 // noTorchrun says the host's probe looked for torchrun and found none;
@@ -367,8 +398,7 @@ func (pl *planner) newPlacement(d placement.Decision) *Placement {
 	out := &Placement{Level: d.Level, Location: d.Location.Upto(d.Level), TorchVersion: d.TorchVersion, Nodes: []PlacedNode{}}
 	for _, w := range d.Workers {
 		h := pl.hosts[w.Worker]
-		gpus := slices.Clone(w.GPUs)
-		slices.Sort(gpus)
+		gpus := slices.Clone(w.GPUs) // in local-rank order: CUDA_VISIBLE_DEVICES lists them so
 		n := PlacedNode{
 			Rank: w.NodeRank, Host: w.Worker, Fleet: h.fleet.Name,
 			Address: h.cfg.Address, Port: h.cfg.Port,

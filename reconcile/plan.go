@@ -188,8 +188,10 @@ type PlacedNode struct {
 	Fleet   string `json:"fleet"`
 	Address string `json:"address"`
 	Port    int    `json:"port,omitempty"`
-	// GPUs are the chosen indices, ascending; GPUUUIDs their UUIDs in the
-	// same order when the probe knew them.
+	// GPUs are the chosen indices in local-rank order, the order
+	// CUDA_VISIBLE_DEVICES lists them (neighbours share the fastest
+	// links; ascending where the links are alike); GPUUUIDs their UUIDs in
+	// the same order when the probe knew them.
 	GPUs     []int    `json:"gpus"`
 	GPUUUIDs []string `json:"gpu_uuids,omitempty"`
 	// Bottleneck is the slowest link between the GPUs ("NV12"); NUMA the

@@ -681,6 +681,62 @@ job "huge" {
 		},
 	},
 	{
+		name: "slices-in-topology-order",
+		build: func(t *testing.T) reconcile.Input {
+			// rack-2 (c1, c2) sorts before rack-3; a3 runs another CUDA
+			// driver, which the policy keys on. Four nodes in pairs by
+			// network group: one pair in each of rack-2 and rack-3, ranked
+			// rack by rack; b1, alone in rack-4, holds no pair.
+			doc := fleetFacts()
+			doc.Hosts = append(doc.Hosts, machine("c1", "rack-2"), machine("c2", "rack-2"))
+			for i := range doc.Hosts {
+				doc.Hosts[i].CUDADriverVersion = "550.54.15"
+			}
+			doc.Find("a3").CUDADriverVersion = "535.104.05"
+			cfg := loadConfig(t, fleetHCL, `
+fleet "lab2" {
+  region        = "paris"
+  zone          = "paris-1"
+  network_group = "rack-2"
+  host "c1" { address = "10.1.0.31" }
+  host "c2" { address = "10.1.0.32" }
+}
+policy "pairs" {
+  group_locality = "zone"
+  compatible     = ["torch", "cuda_driver"]
+  slice {
+    nodes    = 2
+    locality = "network_group"
+  }
+}
+job "ring" {
+  policy        = policy.pairs
+  nodes         = 4
+  gpus_per_node = 8
+  command       = ["python", "train.py"]
+}`)
+			return input(cfg, state.New(), doc)
+		},
+		check: func(t *testing.T, p *reconcile.Plan) {
+			c := action(t, p, "ring", reconcile.ActionCreate, reconcile.ReasonNewJob)
+			var hosts []string
+			for _, n := range c.Placement.Nodes {
+				hosts = append(hosts, n.Host)
+			}
+			if want := []string{"c1", "c2", "a1", "a2"}; !slices.Equal(hosts, want) {
+				t.Errorf("node ranks on %v, want %v (pairs by rack, racks in order; a3 runs another driver)", hosts, want)
+			}
+			if want := "placed on worker group [c1 c2 a1 a2] (same zone paris-1 across 2 network groups, in slices of 2 per network group, torch 2.5.1, CUDA driver 550.54.15)"; c.Decision.Summary != want {
+				t.Errorf("summary %q, want %q", c.Decision.Summary, want)
+			}
+			// A whole DGX-1 per node: its GPUs in local-rank order, every
+			// neighbour over NV2.
+			if got := c.Placement.Nodes[0].GPUs; !slices.Equal(got, []int{0, 3, 2, 1, 5, 6, 7, 4}) {
+				t.Errorf("GPUs %v, want the NV2 path 0,3,2,1,5,6,7,4", got)
+			}
+		},
+	},
+	{
 		name: "cpu-only-cpu-box",
 		build: func(t *testing.T) reconcile.Input {
 			// c1 has no nvidia-smi: no GPUs, no links. It takes the

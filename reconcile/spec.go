@@ -57,21 +57,44 @@ func JobSpec(j *config.Job, code *state.CodeSpec) state.JobSpec {
 			BucketChoice:    p.BucketChoice,
 			Regions:         slices.Clone(p.Regions),
 			Labels:          maps.Clone(p.Labels),
+			Compatible:      compatibleSpec(p.Compatible),
+			Slice:           sliceSpec(p.Slice),
 		},
 	}
 }
 
-// Policy is the placement policy of a spec, as topology takes it: the one
-// place where the language's policy becomes the scheduler's.
+// compatibleSpec is a policy's compatible list as state records it: nil
+// for the default, torch alone.
+func compatibleSpec(c []string) []string {
+	if len(c) == 0 || slices.Equal(c, []string{config.CompatTorch}) {
+		return nil
+	}
+	return slices.Clone(c)
+}
+
+func sliceSpec(s *config.Slice) *state.SliceSpec {
+	if s == nil {
+		return nil
+	}
+	return &state.SliceSpec{Nodes: s.Nodes, Locality: s.Locality}
+}
+
+// Policy is the placement policy of a spec, as placement takes it: the
+// one place where the language's policy becomes the scheduler's.
 func Policy(p state.PolicySpec) placement.Policy {
-	return placement.Policy{
+	out := placement.Policy{
 		GroupLocality:   p.GroupLocality,
 		Rank:            p.Rank,
 		OnUnschedulable: p.OnUnschedulable,
 		BucketChoice:    p.BucketChoice,
 		Regions:         p.Regions,
 		Labels:          p.Labels,
+		Compatible:      p.Compatible,
 	}
+	if p.Slice != nil {
+		out.Slice = &placement.Slice{Nodes: p.Slice.Nodes, Locality: p.Slice.Locality}
+	}
+	return out
 }
 
 // codeChanged is the code_changed reason of a job whose code differs

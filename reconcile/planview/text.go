@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -369,12 +370,21 @@ func writeNodes(w *bufio.Writer, pl *reconcile.Placement) {
 }
 
 // gpuWords writes "GPU 3" or "GPUs 4-7"; "no GPUs" for a CPU-only node.
+// GPUs come in local-rank order (CUDA_VISIBLE_DEVICES'); an order that is
+// not ascending is written out in full ("GPUs 0,3,2,1"), as ranges would
+// hide it.
 func gpuWords(gpus []int) string {
-	switch len(gpus) {
-	case 0:
+	switch {
+	case len(gpus) == 0:
 		return "no GPUs"
-	case 1:
+	case len(gpus) == 1:
 		return "GPU " + strconv.Itoa(gpus[0])
+	case !slices.IsSorted(gpus):
+		ids := make([]string, len(gpus))
+		for i, g := range gpus {
+			ids[i] = strconv.Itoa(g)
+		}
+		return "GPUs " + strings.Join(ids, ",")
 	}
 	return "GPUs " + topology.FormatList(gpus)
 }

@@ -397,6 +397,19 @@ type PolicySpec struct {
 	BucketChoice    string            `json:"bucket_choice"`
 	Regions         []string          `json:"regions"`
 	Labels          map[string]string `json:"labels"`
+	// Compatible is the properties every node of a group shares, nil for
+	// the default (torch alone); Slice the policy's slices, nil for none.
+	// Both are left out at their defaults, so that a job recorded before
+	// they existed hashes as it did and upgrading replaces nothing.
+	Compatible []string   `json:"compatible,omitempty"`
+	Slice      *SliceSpec `json:"slice,omitempty"`
+}
+
+// SliceSpec is a policy's slices: nodes in runs of Nodes, each inside one
+// group at Locality.
+type SliceSpec struct {
+	Nodes    int    `json:"nodes"`
+	Locality string `json:"locality"`
 }
 
 // Spec fields, as the plan names them when they change.
