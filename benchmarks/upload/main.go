@@ -11,8 +11,9 @@
 //     one ssh process per host, with the options a careful script uses.
 //
 // Rounds alternate which client goes first; each round sends to a new
-// directory (a new job name for gpulayer), and what a round unpacked is
-// removed before the next. After the rounds, gpulayer uploads the last
+// directory (a new job name for gpulayer), and what each upload unpacked
+// is removed, synced to disk and left to settle before the next (see
+// settle). After the rounds, gpulayer uploads the last
 // round's tree again and reports how many bytes it sent (nothing, when
 // every machine already has the hash). Last, it times codetree.Read
 // (the plan-time hash) of a 200 MiB tree.
@@ -239,30 +240,48 @@ func benchSize(self, work, src string, tree *codetree.Tree, n, rounds, par int) 
 			if round > 0 {
 				emit(r)
 			}
-		}
-		if round == rounds {
-			// The code is unchanged: apply asks and sends nothing.
-			r := base
-			r.What, r.Client, r.Round = "reupload", "gpulayer", round
-			start := time.Now()
-			sent, err := gpulayerUpload(machines, tree, job, par)
-			r.WallSeconds, r.SentBytes = time.Since(start).Seconds(), sent
-			if err != nil {
-				return nil, fmt.Errorf("second upload: %w", err)
+			if c == "gpulayer" && round == rounds {
+				// The code is unchanged: apply asks and sends nothing.
+				r := base
+				r.What, r.Client, r.Round = "reupload", "gpulayer", round
+				start := time.Now()
+				sent, err := gpulayerUpload(machines, tree, job, par)
+				r.WallSeconds, r.SentBytes = time.Since(start).Seconds(), sent
+				if err != nil {
+					return nil, fmt.Errorf("second upload: %w", err)
+				}
+				emit(r)
 			}
-			emit(r)
-		}
-		for _, h := range homes {
-			if err := os.RemoveAll(filepath.Join(h, ".gpulayer")); err != nil {
-				return nil, err
-			}
-			if err := os.RemoveAll(filepath.Join(h, ".openssh")); err != nil {
+			if err := settle(homes); err != nil {
 				return nil, err
 			}
 		}
 	}
 	return out, nil
 }
+
+// settle removes what the last upload unpacked and waits for the disk to
+// take it, so that each measurement starts from the same empty, written-back
+// machines. Without it the client that went first in a round paid for the
+// previous round's removal (hundreds of MiB of dirty pages written back under
+// it): 9-10 s first against 2-3 s second, whichever client it was.
+func settle(homes []string) error {
+	for _, h := range homes {
+		if err := os.RemoveAll(filepath.Join(h, ".gpulayer")); err != nil {
+			return err
+		}
+		if err := os.RemoveAll(filepath.Join(h, ".openssh")); err != nil {
+			return err
+		}
+	}
+	syscall.Sync()
+	time.Sleep(settlePause)
+	return nil
+}
+
+// settlePause lets the writeback that sync started and the sandbox's
+// reaped shells finish before the next client's clock starts.
+const settlePause = 2 * time.Second
 
 // checkUnpacked makes sure each machine holds the whole tree, so a client
 // that returned early without copying is not measured as fast.

@@ -26,6 +26,10 @@ const (
 	ignoreFileMax = 1 << 20
 )
 
+// maxFiles is MaxFiles, lowered by this package's tests so that the
+// refusal is tested without writing 100,000 files.
+var maxFiles = MaxFiles
+
 // Options say which tree to read.
 type Options struct {
 	// Exclude are gitignore-syntax patterns applied after the source's
@@ -144,8 +148,8 @@ func Read(root string, opts Options) (*Tree, error) {
 		if rules.Ignored(rel, false) {
 			return nil
 		}
-		if len(t.Files) >= MaxFiles {
-			return &Error{Path: shown, Why: fmt.Sprintf("the code holds more than %d files; exclude some (exclude, .gitignore, .gpulayerignore)", MaxFiles)}
+		if len(t.Files) >= maxFiles {
+			return &Error{Path: shown, Why: fmt.Sprintf("the code holds more than %d files; exclude some (exclude, .gitignore, .gpulayerignore)", maxFiles)}
 		}
 		info, err := d.Info()
 		if err != nil {
