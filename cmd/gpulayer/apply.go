@@ -87,6 +87,7 @@ func applyRun(opts *applyOptions) error {
 	if opts.planFile != "" {
 		return applySaved(ctx, opts)
 	}
+	opts.in.startFactsRead()
 	cfg, err := loadConfig(io, opts.in.dir, opts.in.vars, opts.in.environ)
 	if err != nil {
 		return err

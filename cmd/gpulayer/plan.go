@@ -26,18 +26,37 @@ import (
 // planInputs are the flags plan and apply share: what the plan is made
 // from.
 type planInputs struct {
-	dir         string
-	statePath   string
-	vars        []config.VarArg
-	environ     []string
-	targets     []string
-	replace     []string
-	refresh     bool
-	factsFile   string
+	dir       string
+	statePath string
+	vars      []config.VarArg
+	environ   []string
+	targets   []string
+	replace   []string
+	refresh   bool
+	factsFile string
+	// factsRead waits for the --facts document that startFactsRead began
+	// reading; nil reads it when it is needed.
+	factsRead   func() (*facts.Document, error)
 	lockTimeout time.Duration
 	lock        bool
 	parallelism int
 	timeout     time.Duration
+}
+
+// startFactsRead begins reading the --facts document, if any, so that it
+// is read while the configuration loads (facts.ReadFileAhead).
+func (in *planInputs) startFactsRead() {
+	if in.factsFile != "" && in.factsRead == nil {
+		in.factsRead = facts.ReadFileAhead(in.factsFile)
+	}
+}
+
+// readFacts is the --facts document.
+func (in *planInputs) readFacts() (*facts.Document, error) {
+	if in.factsRead != nil {
+		return in.factsRead()
+	}
+	return facts.ReadFile(in.factsFile)
 }
 
 func addPlanInputFlags(cmd *cobra.Command, in *planInputs) {
@@ -128,6 +147,7 @@ func planRun(opts *planOptions) error {
 	io := opts.f.IO
 	ctx, stop := interruptible(context.Background())
 	defer stop()
+	opts.in.startFactsRead()
 	cfg, err := loadConfig(io, opts.in.dir, opts.in.vars, opts.in.environ)
 	if err != nil {
 		return err
@@ -267,7 +287,7 @@ func makePlan(ctx context.Context, io *iostreams.IOStreams, in *planInputs, cfg 
 	switch {
 	case in.factsFile != "":
 		refresh = reconcile.Refresh{Source: reconcile.RefreshFile, File: in.factsFile}
-		if doc, err = facts.ReadFile(in.factsFile); err != nil {
+		if doc, err = in.readFacts(); err != nil {
 			return nil, fmt.Errorf("--facts: %w", err)
 		}
 	case !in.refresh:

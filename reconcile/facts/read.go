@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -30,6 +31,27 @@ func ReadFile(path string) (*Document, error) {
 	}
 	defer f.Close()
 	return decode(path, f)
+}
+
+// ReadFileAhead starts ReadFile(path) now and returns what waits for its
+// result (the same result however often it is called). `plan --facts`
+// must load its configuration before it uses the facts, but neither needs
+// the other to be read: at 500 hosts the two are about a third of an
+// offline plan each, and on two cores they take the time of the longer one.
+func ReadFileAhead(path string) func() (*Document, error) {
+	type read struct {
+		doc *Document
+		err error
+	}
+	done := make(chan read, 1)
+	go func() {
+		doc, err := ReadFile(path)
+		done <- read{doc, err}
+	}()
+	return sync.OnceValues(func() (*Document, error) {
+		r := <-done
+		return r.doc, r.err
+	})
 }
 
 // Decode reads a facts document; name says where it came from, for errors.

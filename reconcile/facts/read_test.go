@@ -114,3 +114,30 @@ func TestReadFileRefusesWhatIsNotAFactsDocumentOfThisVersion(t *testing.T) {
 		t.Errorf("a directory: error %v", err)
 	}
 }
+
+// ReadFileAhead gives what ReadFile gives, the document or the error, and
+// the same one each time it is asked.
+func TestReadFileAheadGivesWhatReadFileGives(t *testing.T) {
+	doc := Document{Version: Version, Hosts: []Host{probedHost(t, "a1", "dgx-a100-8x-nv12-8nic-mlx5.txt")}}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "facts.json")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	read := ReadFileAhead(path)
+	first, err := read()
+	if err != nil || !reflect.DeepEqual(*first, doc) {
+		t.Fatalf("ReadFileAhead: %v, %v", first, err)
+	}
+	if again, err := read(); again != first || err != nil {
+		t.Fatalf("asked again: %p, %v; want the same document %p", again, err, first)
+	}
+	missing := filepath.Join(t.TempDir(), "none.json")
+	_, want := ReadFile(missing)
+	if _, err := ReadFileAhead(missing)(); err == nil || want == nil || err.Error() != want.Error() {
+		t.Fatalf("a missing file: %v, want %v", err, want)
+	}
+}
