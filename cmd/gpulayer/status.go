@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpulayer/gpulayer/config"
+	"github.com/gpulayer/gpulayer/internal/iostreams"
 	"github.com/gpulayer/gpulayer/reconcile"
 	"github.com/gpulayer/gpulayer/reconcile/facts"
 	"github.com/gpulayer/gpulayer/reconcile/planview"
@@ -123,7 +124,11 @@ func statusRun(opts *statusOptions) error {
 	defer pool.Close()
 	now := opts.now()
 	hosts := runHosts(func(j state.Job) bool { return opts.job == "" || j.Name == opts.job }, st.Jobs, st.Leftovers)
-	p, doc, err := judgeJobs(ctx, pool, cfg, st, jobs, hosts, refreshProbeOptions(io, in), now)
+	code, warnings := codeNow(cfg, st, jobs)
+	for _, w := range warnings {
+		fmt.Fprintln(io.ErrOut, iostreams.Sanitize(w, false))
+	}
+	p, doc, err := judgeJobs(ctx, pool, cfg, st, jobs, hosts, code, refreshProbeOptions(io, in), now)
 	if err != nil {
 		return err
 	}
@@ -140,8 +145,11 @@ func statusRun(opts *statusOptions) error {
 // makes a plan limited to the named jobs, whose lifecycle pass says how
 // each is doing: what status shows and wait waits on. Nothing else is
 // probed, and the plan is never applied. With no jobs there is no plan.
+//
+// code is the jobs' code as read now (codeNow): without it, a job with a
+// code block would always look changed (code_changed), so never done.
 func judgeJobs(ctx context.Context, pool *ssh.Pool, cfg *config.Config, st *state.State, jobs, hosts []string,
-	popts probe.Options, now time.Time) (*reconcile.Plan, *facts.Document, error) {
+	code map[string]*state.CodeSpec, popts probe.Options, now time.Time) (*reconcile.Plan, *facts.Document, error) {
 	machines, err := configMachines(reconcile.WithMachines(cfg, st.Machines))
 	if err != nil {
 		return nil, nil, err
@@ -152,9 +160,34 @@ func judgeJobs(ctx context.Context, pool *ssh.Pool, cfg *config.Config, st *stat
 	}
 	p := reconcile.MakePlan(reconcile.Input{
 		Config: cfg, State: st, Facts: doc, Refresh: reconcile.Refresh{Source: reconcile.RefreshProbe},
-		Targets: jobs, Version: buildVersion(), Now: now,
+		Targets: jobs, Version: buildVersion(), Now: now, Code: code,
 	})
 	return p, doc, nil
+}
+
+// codeNow reads the code of the named jobs that have a code block, as plan
+// does, so that status and wait judge a job as the next plan would. A tree
+// that cannot be read here (its source is not on this machine, or plan
+// would refuse it) is taken as state recorded it, with a warning: status
+// then says nothing of its code, rather than that it changed.
+func codeNow(cfg *config.Config, st *state.State, jobs []string) (map[string]*state.CodeSpec, []string) {
+	code := map[string]*state.CodeSpec{}
+	var warnings []string
+	for _, j := range cfg.Jobs {
+		if j.Code == nil || !slices.Contains(jobs, j.Name) {
+			continue
+		}
+		specs, _, err := readCode([]*config.Job{j})
+		if err == nil {
+			code[j.Name] = specs[j.Name]
+			continue
+		}
+		warnings = append(warnings, fmt.Sprintf("warning: %v; its code is taken as state records it", err))
+		if rec := st.Job(j.Name); rec != nil {
+			code[j.Name] = rec.Spec.Code
+		}
+	}
+	return code, warnings
 }
 
 // runHosts are the hosts, sorted, that the runs keep selects run on.

@@ -171,6 +171,8 @@ type waiter struct {
 	backend state.Backend
 	shown   map[string]string
 	last    []reconcile.JobState
+	// code is the jobs' code as read at the first poll (codeNow).
+	code map[string]*state.CodeSpec
 }
 
 // ended is the error that ends the wait once it was interrupted or its
@@ -209,7 +211,16 @@ func (w *waiter) poll(ctx context.Context) ([]reconcile.JobState, error) {
 	}
 	hosts := runHosts(func(j state.Job) bool { return slices.Contains(w.opts.jobs, j.Name) }, st.Jobs)
 	popts := probe.Options{Parallelism: w.opts.parallelism, Timeout: w.opts.probeTimeout}
-	p, _, err := judgeJobs(ctx, w.pool, w.cfg, st, w.opts.jobs, hosts, popts, time.Now())
+	if w.code == nil {
+		// Read once, as the configuration is: the wait follows the run
+		// as it was when the wait began.
+		var warnings []string
+		w.code, warnings = codeNow(w.cfg, st, w.opts.jobs)
+		for _, line := range warnings {
+			fmt.Fprintln(w.io.ErrOut, iostreams.Sanitize(line, false))
+		}
+	}
+	p, _, err := judgeJobs(ctx, w.pool, w.cfg, st, w.opts.jobs, hosts, w.code, popts, time.Now())
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -101,6 +102,55 @@ func TestWaitExitsZeroOnceEveryNodeExitedZero(t *testing.T) {
 	// A job that is done is done: wait says so at once.
 	if code, _, errOut, took := timedWait(t, "eval"); code != 0 || took > 10*time.Second || !strings.Contains(errOut, "succeeded") {
 		t.Errorf("wait on a recorded success: exit %d after %s\n%s", code, took, errOut)
+	}
+}
+
+// TestWaitAndStatusJudgeAJobWithCodeAsPlanDoes: the user's pipeline
+// `apply && wait && logs` for a job whose code is uploaded: wait exits 0
+// once it succeeded (it once timed out, the job "pending: code_changed"
+// because status and wait did not read the code), status says succeeded,
+// and says code_changed only once the code did change. Where the source
+// cannot be read, status warns and does not claim a change.
+func TestWaitAndStatusJudgeAJobWithCodeAsPlanDoes(t *testing.T) {
+	_, dir := sandboxJobs(t, 2, `
+job "eval" {
+  nodes         = 2
+  gpus_per_node = 0
+  launcher      = "plain"
+  stop_timeout  = "2s"
+  code {
+    source = "./src"
+  }
+  command = ["sh", "run.sh"]
+}
+`)
+	src := filepath.Join(dir, "src")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(src, "run.sh"), "sleep 1; echo evaluated\n")
+	if code, out, errOut := runCmd(t, "apply", dir, "--auto-approve"); code != 0 || !strings.Contains(out, "Apply complete: 1 launched") {
+		t.Fatalf("apply: exit %d\n%s%s", code, out, errOut)
+	}
+	t.Chdir(dir)
+	code, out, errOut, _ := timedWait(t, "eval", "--interval", "1s", "--timeout", "30s")
+	if code != 0 || !strings.Contains(errOut, `wait: job "eval" succeeded`) {
+		t.Fatalf("wait: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = runCmd(t, "status", dir)
+	if code != 0 || !strings.Contains(out, `job "eval"  succeeded`) || strings.Contains(out, "code_changed") {
+		t.Errorf("status of the finished job: exit %d\n%s%s", code, out, errOut)
+	}
+	writeFile(t, filepath.Join(src, "run.sh"), "sleep 1; echo evaluated again\n")
+	if code, out, errOut = runCmd(t, "status", dir); code != 0 || !strings.Contains(out, "code_changed") {
+		t.Errorf("status after an edit of the code: exit %d\n%s%s", code, out, errOut)
+	}
+	if err := os.RemoveAll(src); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = runCmd(t, "status", dir)
+	if code != 0 || strings.Contains(out, "code_changed") || !strings.Contains(errOut, "its code is taken as state records it") {
+		t.Errorf("status without the source: exit %d\n%s%s", code, out, errOut)
 	}
 }
 
