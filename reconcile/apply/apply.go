@@ -26,11 +26,12 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultParallelism = 16
-	// DefaultConfirmAfter is how long after its start a node's process
-	// must still run to count as started: a command that fails at once
-	// (a missing script, a bad flag) fails the launch, with its log.
-	DefaultConfirmAfter = 500 * time.Millisecond
+	// DefaultParallelism bounds the node operations in flight: each is
+	// an SSH session that mostly waits (on the machine's script, on the
+	// network), so one per node of a 64-node job; the pool's own bound
+	// on new connections, and its retries of handshakes sshd drops
+	// (MaxStartups), keep the dials within what servers take.
+	DefaultParallelism = 64
 )
 
 // Options tune an apply.
@@ -38,9 +39,6 @@ type Options struct {
 	// Parallelism bounds the node operations (starts, stops, checks) in
 	// flight at once; 0 means DefaultParallelism.
 	Parallelism int
-	// ConfirmAfter: see DefaultConfirmAfter. 0 means the default; a
-	// negative value skips the wait (the check still runs).
-	ConfirmAfter time.Duration
 	// Progress, when set, is called for each step of each node, one call
 	// at a time.
 	Progress func(Event)
@@ -70,7 +68,7 @@ const (
 	StepStopped  = "stopped"
 	StepStarting = "starting"
 	StepStarted  = "started"
-	StepRunning  = "running" // confirmed after ConfirmAfter
+	StepRunning  = "running" // confirmed by its start check (start_check)
 	StepFailed   = "failed"
 	// Before any node starts: its code sent, its setup run.
 	StepUploading = "uploading"

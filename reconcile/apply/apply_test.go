@@ -102,7 +102,7 @@ func (f *fleet) executor(cfg *config.Config) *apply.Executor {
 	for _, j := range cfg.Jobs {
 		specs[j.Name] = reconcile.JobSpec(j, nil)
 	}
-	return &apply.Executor{Runner: f.pool, Backend: f.st, Targets: targets, Specs: specs, Opts: apply.Options{ConfirmAfter: 200 * time.Millisecond}}
+	return &apply.Executor{Runner: f.pool, Backend: f.st, Targets: targets, Specs: specs}
 }
 
 // apply plans and applies, and returns the plan and the result.

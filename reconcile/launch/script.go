@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gpulayer/gpulayer/ssh"
 )
@@ -112,8 +113,34 @@ func Script(n Node) string {
 	w("gpulayer_start=$1\n")
 	w("gpulayer_boot=\n")
 	w("IFS= read -r gpulayer_boot </proc/sys/kernel/random/boot_id 2>/dev/null || :\n")
-	w("printf 'gpulayer-launch:ok %%s %%s %%s %%s\\n' \"$gpulayer_pid\" \"$gpulayer_start\" \"${gpulayer_boot:--}\" \"$gpulayer_port\"\n")
+	// The pid namespace, with the boot id, tells machines that share one
+	// kernel's processes: the sandbox's, containers of one host.
+	w("gpulayer_pidns=$(readlink /proc/self/ns/pid 2>/dev/null) || gpulayer_pidns=\n")
+	w("case $gpulayer_pidns in pid:\\[[0-9]*\\]) ;; *) gpulayer_pidns=- ;; esac\n")
+	w("printf 'gpulayer-launch:ok %%s %%s %%s %%s %%s\\n' \"$gpulayer_pid\" \"$gpulayer_start\" \"${gpulayer_boot:--}\" \"$gpulayer_port\" \"$gpulayer_pidns\"\n")
+	w("%s", startCheckScript(n.StartCheck))
 	return b.String()
+}
+
+// startCheckScript is the end of a launch script: it watches the node's
+// leader ($gpulayer_pid, $gpulayer_start) from its start for wait, at
+// intervals growing from 10 ms to 200 ms, and prints a check's report
+// (see CheckScript) as soon as the leader has ended, or once wait has
+// passed with it running. The launch's session thus carries its own
+// confirmation: no second session per node, and no fixed wait before
+// the first look.
+func startCheckScript(wait time.Duration) string {
+	return fmt.Sprintf(`gpulayer_wait_ms=%d
+gpulayer_waited=0
+gpulayer_step=10
+while :; do
+%s	[ -n "$gpulayer_alive" ] && [ "$gpulayer_waited" -lt "$gpulayer_wait_ms" ] || break
+	gpulayer_sleep_ms "$gpulayer_step"
+	gpulayer_waited=$((gpulayer_waited + gpulayer_step))
+	gpulayer_step=$((gpulayer_step * 2))
+	[ "$gpulayer_step" -le 200 ] || gpulayer_step=200
+done
+%s%s`, wait.Milliseconds(), indent(aliveVarsScript), sleepMsFunc, boundedFunc) + reportScript
 }
 
 // leaderScript is the node's leader: a small sh that runs the command in
@@ -226,6 +253,11 @@ type Started struct {
 	StartTime  uint64
 	BootID     string
 	MasterPort int
+	// PIDNamespace is the machine's pid namespace ("" when unknown).
+	PIDNamespace string
+	// Check is what the launch saw of the leader during the job's start
+	// check: running at its end, or how it ended before.
+	Check Checked
 }
 
 // LaunchError is a node that could not start, with the script's reason.
@@ -238,8 +270,15 @@ func (e *LaunchError) Error() string { return e.Message }
 
 // ParseStarted reads the launch script's output.
 func ParseStarted(out []byte) (Started, error) {
+	// The start check's report comes last, and ends with the log of the
+	// node: what follows its first line is the job's, never read as the
+	// launch's.
+	text, check := string(out), ""
+	if i := lineStart(text, "gpulayer-check:"); i >= 0 {
+		text, check = text[:i], text[i:]
+	}
 	var last string
-	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	sc := bufio.NewScanner(strings.NewReader(text))
 	for sc.Scan() {
 		if l := strings.TrimSpace(sc.Text()); strings.HasPrefix(l, "gpulayer-launch:") {
 			last = l
@@ -251,7 +290,7 @@ func ParseStarted(out []byte) (Started, error) {
 		return Started{}, &LaunchError{Kind: kind, Message: msg}
 	case strings.HasPrefix(last, "gpulayer-launch:ok "):
 		f := strings.Fields(strings.TrimPrefix(last, "gpulayer-launch:ok "))
-		if len(f) != 4 {
+		if len(f) != 4 && len(f) != 5 {
 			break
 		}
 		pid, err1 := strconv.Atoi(f[0])
@@ -264,9 +303,37 @@ func ParseStarted(out []byte) (Started, error) {
 		if boot == "-" {
 			boot = ""
 		}
-		return Started{PID: pid, StartTime: start, BootID: boot, MasterPort: port}, nil
+		st := Started{PID: pid, StartTime: start, BootID: boot, MasterPort: port}
+		if len(f) == 5 && f[4] != "-" {
+			st.PIDNamespace = f[4]
+		}
+		if check == "" {
+			return Started{}, fmt.Errorf("the launch script printed no start check (%q)", clip(string(out)))
+		}
+		c, err := ParseChecked([]byte(check))
+		if err != nil {
+			return Started{}, err
+		}
+		st.Check = c
+		return st, nil
 	}
 	return Started{}, fmt.Errorf("the launch script printed no result (%q)", clip(string(out)))
+}
+
+// lineStart is the index of the first line of text that starts with
+// prefix, or -1.
+func lineStart(text, prefix string) int {
+	for at := 0; at < len(text); {
+		if strings.HasPrefix(text[at:], prefix) {
+			return at
+		}
+		nl := strings.IndexByte(text[at:], '\n')
+		if nl < 0 {
+			break
+		}
+		at += nl + 1
+	}
+	return -1
 }
 
 func clip(s string) string {
