@@ -130,17 +130,19 @@ func Script(n Node) string {
 // confirmation: no second session per node, and no fixed wait before
 // the first look.
 func startCheckScript(wait time.Duration) string {
-	return fmt.Sprintf(`gpulayer_wait_ms=%d
+	return sleepMsFunc + boundedFunc + fmt.Sprintf(`gpulayer_wait_ms=%d
 gpulayer_waited=0
 gpulayer_step=10
 while :; do
-%s	[ -n "$gpulayer_alive" ] && [ "$gpulayer_waited" -lt "$gpulayer_wait_ms" ] || break
+%s	if [ -z "$gpulayer_alive" ] || [ "$gpulayer_waited" -ge "$gpulayer_wait_ms" ]; then
+		break
+	fi
 	gpulayer_sleep_ms "$gpulayer_step"
 	gpulayer_waited=$((gpulayer_waited + gpulayer_step))
 	gpulayer_step=$((gpulayer_step * 2))
 	[ "$gpulayer_step" -le 200 ] || gpulayer_step=200
 done
-%s%s`, wait.Milliseconds(), indent(aliveVarsScript), sleepMsFunc, boundedFunc) + reportScript
+`, wait.Milliseconds(), indent(aliveVarsScript)) + reportScript
 }
 
 // leaderScript is the node's leader: a small sh that runs the command in
