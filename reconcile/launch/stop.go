@@ -25,6 +25,12 @@ type Stop struct {
 	Ranks []int
 	// Grace is how long processes get between SIGTERM and SIGKILL.
 	Grace time.Duration
+	// NoSweep leaves the environment sweep out: another stop of the same
+	// run, on a machine that shares this one's kernel (same boot id, pid
+	// namespace and login), sweeps for this machine's nodes too (its
+	// Ranks hold them), so the processes are read once per kernel, not
+	// once per node. The group and the tree are still stopped here.
+	NoSweep bool
 }
 
 // NodeID is the value of GPULAYER_NODE_ID, which every process of a node
@@ -47,7 +53,7 @@ func NodeID(runID string, rank int) string { return runID + "/" + strconv.Itoa(r
 //     python3, one started since).
 //
 // It sends them SIGTERM, waits up to Grace for them to end, checked at
-// intervals growing from a tenth to half a second, then sends SIGKILL to
+// intervals growing from 10 ms to half a second, then sends SIGKILL to
 // what is left. The environment sweep runs once the group and tree are
 // gone: reading the environment of processes that are exiting is what
 // makes a stop slow on a busy machine. The group and the tree are used
@@ -72,7 +78,12 @@ func StopScript(s Stop) string {
 	w("# gpulayer stop: run %s\n", s.RunID)
 	w("gpulayer_pid=%d\n", s.PID)
 	w("gpulayer_start=%d\n", s.StartTime)
-	w("gpulayer_ticks=%d\n", max(0, int(s.Grace/(100*time.Millisecond))))
+	w("gpulayer_grace_ms=%d\n", max(0, s.Grace.Milliseconds()))
+	if s.NoSweep {
+		w("gpulayer_sweeps=\n")
+	} else {
+		w("gpulayer_sweeps=1\n")
+	}
 	// The sweep: grep's arguments, every marker quoted.
 	w("gpulayer_sweep() { grep -lzxF")
 	if len(s.Ranks) == 0 {
@@ -83,6 +94,7 @@ func StopScript(s Stop) string {
 	}
 	w(" /proc/[0-9]*/environ 2>/dev/null; }\n")
 	b.WriteString(killpgFunc)
+	b.WriteString(sleepMsFunc)
 	b.WriteString(stopBody)
 	return b.String()
 }
@@ -197,11 +209,17 @@ gpulayer_members() {
 	elif [ -n "$gpulayer_group" ] || [ -n "$gpulayer_leader" ]; then
 		gpulayer_scan
 	fi
-	for gpulayer_f in $(gpulayer_sweep); do
-		gpulayer_f=${gpulayer_f#/proc/}
-		gpulayer_found="$gpulayer_found ${gpulayer_f%/environ}"
-	done
+	if [ -n "$gpulayer_sweeps" ]; then
+		for gpulayer_f in $(gpulayer_sweep); do
+			gpulayer_f=${gpulayer_f#/proc/}
+			gpulayer_found="$gpulayer_found ${gpulayer_f%/environ}"
+		done
+	fi
 	gpulayer_alive $gpulayer_found
+	# A full look that found nothing: the node is gone, and nothing is
+	# left to signal until a later look finds more.
+	gpulayer_swept=
+	[ "$gpulayer_n" -ne 0 ] || gpulayer_swept=1
 }
 # gpulayer_first sets gpulayer_left to the leader's process group and
 # tree alone, from pgrep: a cheap first pass that reads no process's
@@ -219,35 +237,43 @@ gpulayer_first() {
 # First the leader's group and tree; once they are gone, the full sweep
 # below (the loop's) finds any process of the node that left them, by its
 # environment.
+gpulayer_swept=
 gpulayer_first
 gpulayer_signalled=$gpulayer_n
 [ "$gpulayer_n" -eq 0 ] || kill -s TERM $gpulayer_left 2>/dev/null
-# Between full scans (when the processes known are gone, to find any the
+# Between full looks (when the processes known are gone, to find any the
 # node started since, a worker restarting), only the known ones are
-# checked, at intervals growing from a tenth to half a second.
-gpulayer_tick=0
-gpulayer_wait=1
-while [ "$gpulayer_tick" -lt "$gpulayer_ticks" ]; do
+# checked: first 10 ms after the signal (most processes end within
+# milliseconds of SIGTERM), then at intervals doubling up to half a
+# second. A full look that finds nothing ends the stop: it is never
+# repeated.
+gpulayer_waited=0
+gpulayer_step=10
+while [ -z "$gpulayer_swept" ] && [ "$gpulayer_waited" -lt "$gpulayer_grace_ms" ]; do
 	if [ "$gpulayer_n" -eq 0 ]; then
 		gpulayer_members
 		[ "$gpulayer_n" -eq 0 ] && break
 		gpulayer_signalled=$((gpulayer_signalled + gpulayer_n))
 		kill -s TERM $gpulayer_left 2>/dev/null
 	fi
-	sleep "0.$gpulayer_wait" 2>/dev/null || sleep 1
-	gpulayer_tick=$((gpulayer_tick + gpulayer_wait))
-	[ "$gpulayer_wait" -lt 5 ] && gpulayer_wait=$((gpulayer_wait + 1))
+	gpulayer_sleep_ms "$gpulayer_step"
+	gpulayer_waited=$((gpulayer_waited + gpulayer_step))
+	gpulayer_step=$((gpulayer_step * 2))
+	[ "$gpulayer_step" -le 500 ] || gpulayer_step=500
 	gpulayer_alive $gpulayer_left
 done
-[ "$gpulayer_n" -eq 0 ] && gpulayer_members
+[ "$gpulayer_n" -eq 0 ] && [ -z "$gpulayer_swept" ] && gpulayer_members
 gpulayer_killed=$gpulayer_n
 [ "$gpulayer_n" -eq 0 ] || kill -s KILL $gpulayer_left 2>/dev/null
 # A process killed can leave children it had just started (an orphaned
-# sleep of a stuck loop): look again a few times and kill those too.
+# sleep of a stuck loop): look again a few times, 10 ms and doubling, and
+# kill those too.
 gpulayer_remaining=0
 gpulayer_round=0
+gpulayer_step=10
 while [ "$gpulayer_killed" -gt 0 ] && [ "$gpulayer_round" -lt 5 ]; do
-	sleep 0.1 2>/dev/null || sleep 1
+	gpulayer_sleep_ms "$gpulayer_step"
+	gpulayer_step=$((gpulayer_step * 2))
 	gpulayer_members
 	gpulayer_remaining=$gpulayer_n
 	[ "$gpulayer_n" -eq 0 ] && break
