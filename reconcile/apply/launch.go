@@ -184,7 +184,7 @@ func (r *run) launchJob(ctx context.Context, c reconcile.JobChange) {
 			}
 		})
 		r.progress(Event{Job: c.Job, Run: runID, Rank: rank, Host: host, Step: StepStarted, Detail: fmt.Sprintf("pid %d", started.PID)})
-		if n.StartCheck == wait || checks[rank] != nil {
+		if n.StartCheck == wait || checks[rank] != nil || started.Ended {
 			return
 		}
 		// Node 0 picked the port the others need, and so reported at

@@ -24,11 +24,14 @@ import (
 // are printed with the pid, so a later pid that reuses the number is never
 // taken for it.
 //
-// The last line the script prints is
+// Once the node has started the script prints
 //
-//	gpulayer-launch:ok PID START_TIME BOOT_ID MASTER_PORT
+//	gpulayer-launch:ok PID START_TIME BOOT_ID MASTER_PORT PID_NAMESPACE
 //
-// or, when the node cannot start,
+// (gpulayer-launch:ended PID MASTER_PORT when the process had already
+// ended and gone), and then watches it for the node's StartCheck and
+// prints a check's report (see CheckScript): its last lines. When the
+// node cannot start, the last line is
 //
 //	gpulayer-launch:error KIND MESSAGE
 func Script(n Node) string {
@@ -106,7 +109,13 @@ func Script(n Node) string {
 		w("*) gpulayer_fail claim 'the GPU claims could not be taken' ;;\n")
 		w("esac\n")
 	}
-	w("IFS= read -r gpulayer_stat </proc/$gpulayer_pid/stat 2>/dev/null || gpulayer_fail exited 'the process ended before it could be recorded'\n")
+	// A command that ends at once can be gone, and reaped, before its
+	// start is read: how it ended is then the start check's report.
+	w("if ! IFS= read -r gpulayer_stat </proc/$gpulayer_pid/stat 2>/dev/null; then\n")
+	w("\tprintf 'gpulayer-launch:ended %%s %%s\\n' \"$gpulayer_pid\" \"$gpulayer_port\"\n")
+	w("\tgpulayer_alive=\n")
+	w("%s", indent(boundedFunc+reportScript))
+	w("fi\n")
 	w("gpulayer_stat=${gpulayer_stat##*\\) }\n")
 	w("set -- $gpulayer_stat\n")
 	w("shift 19\n")
@@ -260,6 +269,10 @@ type Started struct {
 	// Check is what the launch saw of the leader during the job's start
 	// check: running at its end, or how it ended before.
 	Check Checked
+	// Ended says the leader had ended before the script could read its
+	// start time (StartTime is 0, BootID and PIDNamespace unknown):
+	// Check says how.
+	Ended bool
 }
 
 // LaunchError is a node that could not start, with the script's reason.
@@ -290,6 +303,23 @@ func ParseStarted(out []byte) (Started, error) {
 	case strings.HasPrefix(last, "gpulayer-launch:error "):
 		kind, msg, _ := strings.Cut(strings.TrimPrefix(last, "gpulayer-launch:error "), " ")
 		return Started{}, &LaunchError{Kind: kind, Message: msg}
+	case strings.HasPrefix(last, "gpulayer-launch:ended "):
+		// Ended before its start time could be read: only its report
+		// says anything of it.
+		f := strings.Fields(strings.TrimPrefix(last, "gpulayer-launch:ended "))
+		if len(f) != 2 || check == "" {
+			break
+		}
+		pid, err1 := strconv.Atoi(f[0])
+		port, err2 := strconv.Atoi(f[1])
+		if err1 != nil || err2 != nil || pid <= 0 {
+			break
+		}
+		c, err := ParseChecked([]byte(check))
+		if err != nil || c.Alive {
+			break
+		}
+		return Started{PID: pid, MasterPort: port, Ended: true, Check: c}, nil
 	case strings.HasPrefix(last, "gpulayer-launch:ok "):
 		f := strings.Fields(strings.TrimPrefix(last, "gpulayer-launch:ok "))
 		if len(f) != 4 && len(f) != 5 {

@@ -691,3 +691,26 @@ func TestClaimsKeepAnotherConfigurationOffAGPU(t *testing.T) {
 		}
 	})
 }
+
+// TestParseStartedReadsTheStartCheck: the start check's report follows
+// the launch's line; the node's log, at its end, is never read as the
+// launch's (a job that prints a launch line of its own), and a node gone
+// before its start could be read is reported by how it ended.
+func TestParseStartedReadsTheStartCheck(t *testing.T) {
+	out := "gpulayer-launch:ok 42 7 boot 29500 pid:[4026531836]\ngpulayer-check:exited 3\ngpulayer-check:log\nbye\ngpulayer-launch:ok 1 1 - 1 -\n"
+	s, err := ParseStarted([]byte(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.PID != 42 || s.StartTime != 7 || s.PIDNamespace != "pid:[4026531836]" || s.Check.Alive || s.Check.Exit.Status == nil || *s.Check.Exit.Status != 3 ||
+		strings.Join(s.Check.LogTail, "|") != "bye|gpulayer-launch:ok 1 1 - 1 -" {
+		t.Errorf("started %+v", s)
+	}
+	s, err = ParseStarted([]byte("gpulayer-launch:ended 42 29501\ngpulayer-check:exited 2\ngpulayer-check:log\nno such file\n"))
+	if err != nil || !s.Ended || s.PID != 42 || s.MasterPort != 29501 || s.Check.Exit.Status == nil || *s.Check.Exit.Status != 2 {
+		t.Errorf("ended: %+v %v", s, err)
+	}
+	if _, err := ParseStarted([]byte("gpulayer-launch:ok 42 7 boot 29500 -\n")); err == nil {
+		t.Error("a launch without its start check was taken as started")
+	}
+}
