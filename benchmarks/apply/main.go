@@ -40,6 +40,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -209,8 +210,20 @@ func serve(args []string) error {
 	hosts := fs.Int("hosts", 64, "machines")
 	dir := fs.String("dir", "", "sandbox directory")
 	shell := fs.String("shell", sandbox.InProcess, "the machines' shell")
+	profile := fs.String("cpuprofile", "", "write a CPU profile of the sandbox, until SIGTERM, to `FILE`")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *profile != "" {
+		f, err := os.Create(*profile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

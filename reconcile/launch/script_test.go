@@ -714,3 +714,35 @@ func TestParseStartedReadsTheStartCheck(t *testing.T) {
 		t.Error("a launch without its start check was taken as started")
 	}
 }
+
+// TestStopWithoutTheSweepLeavesOtherMachinesProcessesToTheirSweeper: a
+// stop told another stop of its kernel sweeps (NoSweep) touches no
+// process outside its node's tree, even one carrying its node's marker;
+// the stop that sweeps, told the ranks of every machine of the kernel,
+// ends it.
+func TestStopWithoutTheSweepLeavesOtherMachinesProcessesToTheirSweeper(t *testing.T) {
+	eachShell(t, func(t *testing.T, sh shell) {
+		home := t.TempDir()
+		cmd := exec.Command("sleep", "300")
+		cmd.Env = append(os.Environ(), "GPULAYER_NODE_ID="+NodeID("r0sweep", 1))
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer cmd.Process.Kill()
+		go cmd.Wait()
+		pid := cmd.Process.Pid
+		out := runScriptIn(t, sh, home, StopScript(Stop{RunID: "r0sweep", Ranks: []int{1}, Grace: time.Second, NoSweep: true}))
+		if s, err := ParseStopped(out); err != nil || s.Signalled != 0 {
+			t.Fatalf("stop without the sweep: %+v %v\n%s", s, err, out)
+		}
+		if !alive(pid) {
+			t.Fatal("a stop without the sweep ended a process outside its tree")
+		}
+		out = runScriptIn(t, sh, home, StopScript(Stop{RunID: "r0sweep", Ranks: []int{0, 1}, Grace: time.Second}))
+		if s, err := ParseStopped(out); err != nil || s.Signalled != 1 || s.Left != 0 {
+			t.Fatalf("the sweeping stop: %+v %v\n%s", s, err, out)
+		}
+		waitFor(t, "the marked process to end", func() bool { return !alive(pid) })
+	})
+}
