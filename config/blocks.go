@@ -19,6 +19,14 @@ const (
 	DefaultKnownHosts     = "~/.ssh/known_hosts"
 	DefaultConnectTimeout = 10 * time.Second
 	DefaultStopTimeout    = 30 * time.Second
+	// DefaultStartCheck is how long a node's process must run after its
+	// start to count as started (start_check): long enough for a command
+	// that fails at once, a missing script or a bad flag, to have exited
+	// on a busy machine (docs/apply.md, "Confirming a launch").
+	DefaultStartCheck = 300 * time.Millisecond
+	// MaxStartCheck bounds start_check: the launch's SSH session stays
+	// open while it runs.
+	MaxStartCheck = 5 * time.Minute
 	// Lifecycle defaults (docs/lifecycle.md).
 	DefaultOnLost          = 3
 	DefaultRestartDelay    = 30 * time.Second
@@ -94,7 +102,7 @@ var jobSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "policy"}, {Name: "nodes", Required: true}, {Name: "gpus_per_node"},
 		{Name: "command", Required: true}, {Name: "env"}, {Name: "workdir"},
-		{Name: "labels"}, {Name: "launcher"}, {Name: "stop_timeout"}, {Name: "master_port"},
+		{Name: "labels"}, {Name: "launcher"}, {Name: "stop_timeout"}, {Name: "start_check"}, {Name: "master_port"},
 		{Name: "kind"}, {Name: "completion_grace"}, {Name: "deadline"}, {Name: "stall_timeout"},
 		{Name: "setup"}, {Name: "setup_timeout"},
 	},
@@ -556,7 +564,7 @@ func (l *loader) jobs(blocks hcl.Blocks) {
 			continue
 		}
 		j := &Job{Name: name, GPUsPerNode: DefaultGPUsPerNode, Launcher: LauncherTorchrun, StopTimeout: DefaultStopTimeout,
-			Kind: KindBatch, CompletionGrace: DefaultCompletionGrace, DeclRange: b.DefRange}
+			StartCheck: DefaultStartCheck, Kind: KindBatch, CompletionGrace: DefaultCompletionGrace, DeclRange: b.DefRange}
 		content, diags := b.Body.Content(jobSchema)
 		l.add(diags...)
 		a := content.Attributes
@@ -588,6 +596,14 @@ func (l *loader) jobs(blocks hcl.Blocks) {
 		d.strMap(a, "labels", &j.Labels)
 		d.enum(a, "launcher", Launchers, &j.Launcher)
 		d.duration(a, "stop_timeout", &j.StopTimeout)
+		if d.duration(a, "start_check", &j.StartCheck) && j.StartCheck > MaxStartCheck {
+			d.add(&hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Invalid value for start_check",
+				Detail:   fmt.Sprintf("start_check is how long a node must run after it starts to count as started, at most %s; got %s.", MaxStartCheck, j.StartCheck),
+				Subject:  a["start_check"].Expr.Range().Ptr(),
+			})
+		}
 		if d.integer(a, "master_port", 1, &j.MasterPort) && j.MasterPort > 65535 {
 			d.add(&hcl.Diagnostic{
 				Severity: hcl.DiagError,

@@ -90,6 +90,8 @@ var diagnosticCases = []diagnosticCase{
 	{fixture: "backend_invalid_bucket", severity: hcl.DiagError, summary: "Invalid bucket name", line: 2},
 	{fixture: "backend_unknown", severity: hcl.DiagError, summary: "Unknown backend", line: 1},
 	{fixture: "master_port_out_of_range", severity: hcl.DiagError, summary: "Invalid value for master_port", line: 4},
+	{fixture: "start_check_invalid", severity: hcl.DiagError, summary: "Invalid duration for start_check", line: 4},
+	{fixture: "start_check_too_long", severity: hcl.DiagError, summary: "Invalid value for start_check", line: 4},
 	{fixture: "missing_required_argument", severity: hcl.DiagError, summary: "Missing required argument", line: 1},
 	{fixture: "nodes_below_one", severity: hcl.DiagError, summary: "Invalid value for nodes", line: 2},
 	{fixture: "nesting_too_deep", severity: hcl.DiagError, summary: "Nesting too deep", line: 2},

@@ -226,6 +226,10 @@ type Job struct {
 	Labels      map[string]string
 	Launcher    string // default LauncherTorchrun
 	StopTimeout time.Duration
+	// StartCheck is how long each node's process must still run after
+	// its start for the launch to count as done (DefaultStartCheck); a
+	// node that ends before fails the launch, as soon as it is seen.
+	StartCheck time.Duration
 	// MasterPort is node 0's rendezvous port; 0 lets apply choose one.
 	MasterPort int
 	// Kind is KindBatch (runs to completion; a success is final) or

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/gpulayer/gpulayer/config"
 	"github.com/gpulayer/gpulayer/internal/codetree"
@@ -36,6 +37,7 @@ func JobSpec(j *config.Job, code *state.CodeSpec) state.JobSpec {
 		MasterPort:   j.MasterPort,
 		TorchrunArgs: torchrunArgs,
 		StopTimeout:  state.Duration(j.StopTimeout),
+		StartCheck:   startCheckSpec(j.StartCheck),
 		Lifecycle: state.LifecycleSpec{
 			Kind:            j.Kind,
 			Attempts:        j.Restart.Attempts,
@@ -61,6 +63,25 @@ func JobSpec(j *config.Job, code *state.CodeSpec) state.JobSpec {
 			Slice:           sliceSpec(p.Slice),
 		},
 	}
+}
+
+// startCheckSpec is a job's start_check as state records it: nil for the
+// default.
+func startCheckSpec(d time.Duration) *state.Duration {
+	if d == config.DefaultStartCheck {
+		return nil
+	}
+	v := state.Duration(d)
+	return &v
+}
+
+// StartCheck is how long the nodes of a job of spec s must run after
+// their start to count as started.
+func StartCheck(s state.JobSpec) time.Duration {
+	if s.StartCheck == nil {
+		return config.DefaultStartCheck
+	}
+	return time.Duration(*s.StartCheck)
 }
 
 // compatibleSpec is a policy's compatible list as state records it: nil

@@ -1,9 +1,13 @@
 package reconcile_test
 
 import (
+	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/gpulayer/gpulayer/config"
 	"github.com/gpulayer/gpulayer/placement"
 	"github.com/gpulayer/gpulayer/reconcile"
 	"github.com/gpulayer/gpulayer/reconcile/state"
@@ -74,5 +78,33 @@ job "j" {
 	}
 	if want := []string{"Tesla V100-SXM2-16GB + Tesla V100-SXM2-32GB", "Tesla V100-SXM2-32GB", "Tesla V100-SXM2-32GB"}; !slices.Equal(split, want) {
 		t.Errorf("buckets by GPU model %q, want %q", split, want)
+	}
+}
+
+// TestStartCheckStaysOutOfTheRecordedSpecAtItsDefault: a job that sets no
+// start_check records none (its spec's JSON and hash are what they were
+// before start_check existed); one that sets it records it, outside the
+// hash (changing it relaunches nothing), and StartCheck reads either.
+func TestStartCheckStaysOutOfTheRecordedSpecAtItsDefault(t *testing.T) {
+	spec := func(attr string) state.JobSpec {
+		cfg := loadConfig(t, `job "j" {
+  nodes   = 1
+  command = ["true"]
+  `+attr+`
+}`)
+		return reconcile.JobSpec(cfg.Jobs[0], nil)
+	}
+	plain, set, zero := spec(""), spec(`start_check = "2s"`), spec(`start_check = "0s"`)
+	if plain.StartCheck != nil || reconcile.StartCheck(plain) != config.DefaultStartCheck {
+		t.Errorf("default: recorded %v, reads %s", plain.StartCheck, reconcile.StartCheck(plain))
+	}
+	if b, _ := json.Marshal(plain); strings.Contains(string(b), "start_check") {
+		t.Errorf("the default start_check is in the recorded spec: %s", b)
+	}
+	if reconcile.StartCheck(set) != 2*time.Second || reconcile.StartCheck(zero) != 0 {
+		t.Errorf("set: %s, zero: %s", reconcile.StartCheck(set), reconcile.StartCheck(zero))
+	}
+	if set.Hash() != plain.Hash() {
+		t.Error("start_check changed the job's hash")
 	}
 }

@@ -151,7 +151,7 @@ func applyRun(opts *applyOptions) error {
 	return execute(ctx, io, opts, execution{
 		backend: backend, st: made.state, plan: made.plan, facts: made.facts, targets: targets, specs: specs,
 		code: made.code, trees: made.trees,
-		cfg: made.cfg, provider: made.provider, fleets: executorFleets(made.provider, made.cfg, made.state),
+		cfg: made.cfg, provider: made.provider, fleets: executorFleets(made.provider, made.cfg, made.state), pool: made.pool,
 	})
 }
 
@@ -232,8 +232,11 @@ func applySaved(ctx context.Context, opts *applyOptions) error {
 		return err
 	}
 	targets := targetsOf(machines)
+	// The probe's connections are those the plan's steps then use.
+	pool := newProbePool(&opts.in)
+	defer pool.Close()
 	if touched := f.Plan.TouchedHosts(); len(touched) > 0 {
-		now := probeHosts(ctx, io, &opts.in, machines, touched, st)
+		now := probeHostsWith(ctx, pool, machines, touched, st, refreshProbeOptions(io, &opts.in))
 		if reasons := f.Plan.StaleReasons(f.Facts, now); len(reasons) > 0 {
 			return &exitError{code: 1, err: fmt.Errorf("saved plan is stale: %s; make a new plan", strings.Join(reasons, "; "))}
 		}
@@ -262,7 +265,7 @@ func applySaved(ctx context.Context, opts *applyOptions) error {
 	if len(stale) > 0 {
 		return &exitError{code: 1, err: fmt.Errorf("saved plan is stale: %s; make a new plan", strings.Join(stale, "; "))}
 	}
-	ex := execution{backend: backend, st: st, plan: f.Plan, facts: f.Facts, targets: targets, specs: specs, trees: trees}
+	ex := execution{backend: backend, st: st, plan: f.Plan, facts: f.Facts, targets: targets, specs: specs, trees: trees, pool: pool}
 	if len(f.Config.Fleets) > 0 || len(st.Machines) > 0 {
 		if ex.provider, err = openProvider(ctx); err != nil {
 			return err
@@ -292,21 +295,16 @@ func lineageNote(planned, now string) string {
 	return ""
 }
 
-// probeHosts probes the named hosts again, asking about the processes
-// state records there.
-func probeHosts(ctx context.Context, io *iostreams.IOStreams, in *planInputs, known map[string]probe.Machine, hosts []string, st *state.State) *facts.Document {
-	pool := newProbePool(in)
-	defer pool.Close()
-	return probeHostsWith(ctx, pool, known, hosts, st, refreshProbeOptions(io, in))
-}
-
 // newProbePool is a pool for probes: a probe prints about 10 KB, and no
-// more than a probe may print is kept.
+// more than a probe may print is kept. An apply's launches, checks and
+// stops run on the same pool, reusing the refresh's connections, so it
+// keeps what either may print.
 func newProbePool(in *planInputs) *ssh.Pool {
-	return ssh.NewPool(ssh.Options{Parallelism: in.parallelism, MaxOutputBytes: facts.MaxOutputBytes})
+	return ssh.NewPool(ssh.Options{Parallelism: in.parallelism, MaxOutputBytes: max(facts.MaxOutputBytes, launch.MaxOutputBytes)})
 }
 
-// probeHostsWith is probeHosts over a pool the caller keeps, so that a
+// probeHostsWith probes the named hosts again, asking about the processes
+// state records there, over a pool the caller keeps, so that a
 // command that probes again and again (wait) reuses its connections.
 func probeHostsWith(ctx context.Context, pool *ssh.Pool, known map[string]probe.Machine, hosts []string, st *state.State, popts probe.Options) *facts.Document {
 	watch := reconcile.StateWatches(st)
@@ -338,14 +336,20 @@ type execution struct {
 	cfg      *config.Config
 	provider providers.Provider
 	fleets   map[string]apply.Fleet
+	// pool, when set, holds the refresh's connections: the plan's steps
+	// run on it (its owner closes it). Without one, execute makes its own.
+	pool *ssh.Pool
 }
 
 // execute runs a plan and reports what was done. When it created machines
 // that jobs wait for, it waits for them to answer SSH, probes them, and
 // places and launches those jobs by a plan of their own, in the same run.
 func execute(ctx context.Context, io *iostreams.IOStreams, opts *applyOptions, x execution) error {
-	pool := ssh.NewPool(ssh.Options{Parallelism: opts.in.parallelism, MaxOutputBytes: launch.MaxOutputBytes})
-	defer pool.Close()
+	pool := x.pool
+	if pool == nil {
+		pool = ssh.NewPool(ssh.Options{Parallelism: opts.in.parallelism, MaxOutputBytes: launch.MaxOutputBytes})
+		defer pool.Close()
+	}
 	fmt.Fprintln(io.Out)
 	ex := &apply.Executor{
 		Runner: pool, Backend: x.backend, Targets: x.targets, Specs: x.specs, Fleets: x.fleets, Code: x.trees,

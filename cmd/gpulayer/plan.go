@@ -21,6 +21,7 @@ import (
 	"github.com/gpulayer/gpulayer/reconcile/planview"
 	"github.com/gpulayer/gpulayer/reconcile/probe"
 	"github.com/gpulayer/gpulayer/reconcile/state"
+	"github.com/gpulayer/gpulayer/ssh"
 )
 
 // planInputs are the flags plan and apply share: what the plan is made
@@ -238,6 +239,8 @@ type madePlan struct {
 	// located says the listing reported physical topologies that state
 	// did not record; state holds them, not yet saved.
 	located bool
+	// pool holds the connections of the refresh (nil without one).
+	pool *ssh.Pool
 	// code and trees are the jobs' code directories as the plan read
 	// them: what the plan compares, and what apply sends.
 	code  map[string]*state.CodeSpec
@@ -248,6 +251,9 @@ type madePlan struct {
 func (m *madePlan) close() {
 	if m.provider != nil {
 		m.provider.Close()
+	}
+	if m.pool != nil {
+		m.pool.Close()
 	}
 }
 
@@ -280,6 +286,13 @@ func makePlan(ctx context.Context, io *iostreams.IOStreams, in *planInputs, cfg 
 	// placed on and reached like declared ones.
 	cfg = reconcile.WithMachines(cfg, st.Machines)
 	var prov providers.Provider
+	var pool *ssh.Pool
+	made := false
+	defer func() {
+		if !made && pool != nil {
+			pool.Close()
+		}
+	}()
 	var listed map[string]reconcile.Listing
 	located := false
 	refresh := reconcile.Refresh{Source: reconcile.RefreshProbe}
@@ -313,8 +326,9 @@ func makePlan(ctx context.Context, io *iostreams.IOStreams, in *planInputs, cfg 
 				located = true
 			}
 		}
-		pool := newProbePool(in)
-		defer pool.Close()
+		// The pool outlives the plan: an apply's launches and stops reuse
+		// the connections of its refresh (madePlan.close closes it).
+		pool = newProbePool(in)
 		if doc, err = reconcile.RefreshFacts(ctx, pool, cfg, st, refreshProbeOptions(io, in)); err != nil {
 			closeProvider(prov)
 			return nil, err
@@ -346,7 +360,8 @@ func makePlan(ctx context.Context, io *iostreams.IOStreams, in *planInputs, cfg 
 	}
 	file.Config.Backend = remote
 	file.Commit = gitCommit(ctx, in.dir)
-	return &madePlan{plan: p, file: file, cfg: cfg, state: st, facts: doc, provider: prov, located: located, code: code, trees: trees}, nil
+	made = true
+	return &madePlan{plan: p, file: file, cfg: cfg, state: st, facts: doc, provider: prov, pool: pool, located: located, code: code, trees: trees}, nil
 }
 
 // refreshProbeOptions are the probe's options, with progress on stderr when it

@@ -26,11 +26,12 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultParallelism = 16
-	// DefaultConfirmAfter is how long after its start a node's process
-	// must still run to count as started: a command that fails at once
-	// (a missing script, a bad flag) fails the launch, with its log.
-	DefaultConfirmAfter = 500 * time.Millisecond
+	// DefaultParallelism bounds the node operations in flight: each is
+	// an SSH session that mostly waits (on the machine's script, on the
+	// network), so one per node of a 64-node job; the pool's own bound
+	// on new connections, and its retries of handshakes sshd drops
+	// (MaxStartups), keep the dials within what servers take.
+	DefaultParallelism = 64
 )
 
 // Options tune an apply.
@@ -38,9 +39,6 @@ type Options struct {
 	// Parallelism bounds the node operations (starts, stops, checks) in
 	// flight at once; 0 means DefaultParallelism.
 	Parallelism int
-	// ConfirmAfter: see DefaultConfirmAfter. 0 means the default; a
-	// negative value skips the wait (the check still runs).
-	ConfirmAfter time.Duration
 	// Progress, when set, is called for each step of each node, one call
 	// at a time.
 	Progress func(Event)
@@ -70,7 +68,7 @@ const (
 	StepStopped  = "stopped"
 	StepStarting = "starting"
 	StepStarted  = "started"
-	StepRunning  = "running" // confirmed after ConfirmAfter
+	StepRunning  = "running" // confirmed by its start check (start_check)
 	StepFailed   = "failed"
 	// Before any node starts: its code sent, its setup run.
 	StepUploading = "uploading"
@@ -344,75 +342,194 @@ func (r *run) node(ctx context.Context, t ssh.Target, command, script string, ti
 // stopNodes stops every node of a run (those with a recorded process and,
 // by the run-id sweep, those without), all at once, and returns the nodes
 // it could not stop, with the first reason.
+//
+// Machines that share one kernel's processes (the same boot id, pid
+// namespace and login, as their launches recorded: the sandbox's,
+// containers of one host) are swept once: one of their stops looks for
+// every one of their nodes' processes by environment, the others stop
+// only their own group and tree. Should that one fail, the others are
+// swept by a stop of their own.
 func (r *run) stopNodes(ctx context.Context, job, runID string, nodes []state.Node, grace time.Duration) ([]state.Node, error) {
 	var mu sync.Mutex
 	var failed []state.Node
 	var why error
-	var wg sync.WaitGroup
-	// One stop per host: the sweep finds every process of the run there.
-	seen := map[string]bool{}
-	for _, n := range nodes {
-		if seen[n.Host] {
-			continue
-		}
-		seen[n.Host] = true
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s := launch.Stop{RunID: runID, Grace: grace}
-			legacy := false
-			for _, m := range nodes {
-				if m.Host == n.Host {
-					s.Ranks = append(s.Ranks, m.Rank)
-					if m.Process != nil {
-						s.PID, s.StartTime = m.Process.PID, m.Process.StartTime
-					}
-					// A node recorded without reach was launched by a
-					// gpulayer before GPULAYER_NODE_ID (the two came
-					// together): its processes carry the run id only, so
-					// the sweep must look for that.
-					legacy = legacy || m.Reach == nil
-				}
-			}
-			if legacy {
-				s.Ranks = nil
-			}
-			r.progress(Event{Job: job, Run: runID, Rank: n.Rank, Host: n.Host, Step: StepStopping})
-			// A stop reaches the machine the node was launched on, even
-			// once the host is no longer declared.
-			t, err := reconcile.NodeTarget(r.e.Targets, n)
-			var stopped launch.Stopped
-			if err == nil {
-				var res ssh.Result
-				res, err = r.node(ctx, t, launch.Command("stop", job, runID), launch.StopScript(s), launch.StopTimeout(grace))
-				if err == nil {
-					stopped, err = launch.ParseStopped(res.Stdout)
-				}
-			}
-			if err == nil && stopped.Left > 0 {
-				err = fmt.Errorf("%d processes of run %s would not die", stopped.Left, runID)
-			}
-			if err != nil {
-				r.progress(Event{Job: job, Run: runID, Rank: n.Rank, Host: n.Host, Step: StepFailed, Detail: err.Error()})
+	stops := hostStops(r.e.Targets, runID, nodes, grace)
+	var resweep []hostStop
+	run := func(hs []hostStop, wantSweep func(hostStop)) {
+		var wg sync.WaitGroup
+		for _, h := range hs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				err := r.stopHost(ctx, job, runID, h, grace)
 				mu.Lock()
+				defer mu.Unlock()
+				if err == nil {
+					return
+				}
 				if why == nil {
 					why = err
 				}
-				for _, m := range nodes {
-					if m.Host == n.Host {
-						failed = append(failed, m)
-					}
+				failed = append(failed, h.nodes...)
+				if wantSweep != nil {
+					wantSweep(h)
 				}
-				mu.Unlock()
-				return
-			}
-			r.progress(Event{Job: job, Run: runID, Rank: n.Rank, Host: n.Host, Step: StepStopped,
-				Detail: fmt.Sprintf("%d signalled, %d killed", stopped.Signalled, stopped.Killed)})
-		}()
+			}()
+		}
+		wg.Wait()
 	}
-	wg.Wait()
+	run(stops, func(h hostStop) {
+		if h.stop.NoSweep || h.kernel == "" {
+			return
+		}
+		// A sweeper failed: the machines it swept for are swept by stops
+		// of their own.
+		for _, o := range stops {
+			if o.stop.NoSweep && o.kernel == h.kernel {
+				resweep = append(resweep, o)
+			}
+		}
+	})
+	for i := range resweep {
+		resweep[i].stop.NoSweep = false
+	}
+	// Only those whose first stop succeeded: a failed one is already
+	// kept for the next apply.
+	resweep = slices.DeleteFunc(resweep, func(h hostStop) bool {
+		return slices.ContainsFunc(failed, func(n state.Node) bool { return n.Host == h.host })
+	})
+	run(resweep, nil)
 	slices.SortFunc(failed, func(a, b state.Node) int { return a.Rank - b.Rank })
 	return failed, why
+}
+
+// hostStop is the stop of a run on one host.
+type hostStop struct {
+	host   string
+	nodes  []state.Node // the run's nodes there
+	target ssh.Target
+	err    error // how the host cannot be reached
+	stop   launch.Stop
+	// kernel names the processes the host shares with others ("" when
+	// it shares them with none or is not known).
+	kernel string
+}
+
+// hostStops is one stop per host of a run's nodes (the sweep finds every
+// process of the run there), the hosts that share a kernel swept by the
+// first of them only.
+func hostStops(targets map[string]ssh.Target, runID string, nodes []state.Node, grace time.Duration) []hostStop {
+	var out []hostStop
+	at := map[string]int{}
+	for _, n := range nodes {
+		i, ok := at[n.Host]
+		if !ok {
+			i = len(out)
+			at[n.Host] = i
+			// A stop reaches the machine the node was launched on, even
+			// once the host is no longer declared.
+			t, err := reconcile.NodeTarget(targets, n)
+			out = append(out, hostStop{host: n.Host, target: t, err: err, stop: launch.Stop{RunID: runID, Grace: grace}})
+		}
+		h := &out[i]
+		h.nodes = append(h.nodes, n)
+		h.stop.Ranks = append(h.stop.Ranks, n.Rank)
+		if n.Process != nil {
+			h.stop.PID, h.stop.StartTime = n.Process.PID, n.Process.StartTime
+		}
+	}
+	for i := range out {
+		if legacy(out[i].nodes) {
+			out[i].stop.Ranks = nil
+		}
+	}
+	// Hosts of one kernel: the first sweeps for all of them.
+	kernels := map[string][]int{}
+	var order []string
+	for i, h := range out {
+		k := kernelOf(h)
+		if k == "" {
+			continue
+		}
+		if _, ok := kernels[k]; !ok {
+			order = append(order, k)
+		}
+		kernels[k] = append(kernels[k], i)
+	}
+	for _, k := range order {
+		hs := kernels[k]
+		if len(hs) < 2 {
+			continue
+		}
+		sweeper := &out[hs[0]]
+		sweeper.kernel = k
+		for _, i := range hs[1:] {
+			o := &out[i]
+			o.kernel, o.stop.NoSweep = k, true
+			switch {
+			case sweeper.stop.Ranks == nil:
+			case o.stop.Ranks == nil:
+				sweeper.stop.Ranks = nil // the run-id sweep covers every node
+			default:
+				sweeper.stop.Ranks = append(sweeper.stop.Ranks, o.stop.Ranks...)
+			}
+		}
+	}
+	return out
+}
+
+// legacy says whether a host's nodes include one recorded without reach:
+// launched by a gpulayer before GPULAYER_NODE_ID (the two came together),
+// its processes carry the run id only, so the sweep must look for that.
+func legacy(nodes []state.Node) bool {
+	return slices.ContainsFunc(nodes, func(n state.Node) bool { return n.Reach == nil })
+}
+
+// kernelOf names the processes a host's nodes run among: its recorded
+// boot id and pid namespace and the login that sees them; "" when a node
+// there has no such record (its processes are swept by its own stop).
+func kernelOf(h hostStop) string {
+	if h.err != nil {
+		return ""
+	}
+	k := ""
+	for _, n := range h.nodes {
+		p := n.Process
+		if p == nil || p.BootID == "" || p.PIDNamespace == "" {
+			return ""
+		}
+		nk := p.BootID + " " + p.PIDNamespace + " " + h.target.User
+		if k != "" && nk != k {
+			return ""
+		}
+		k = nk
+	}
+	return k
+}
+
+// stopHost runs one host's stop and reports it.
+func (r *run) stopHost(ctx context.Context, job, runID string, h hostStop, grace time.Duration) error {
+	rank := h.nodes[0].Rank
+	r.progress(Event{Job: job, Run: runID, Rank: rank, Host: h.host, Step: StepStopping})
+	err := h.err
+	var stopped launch.Stopped
+	if err == nil {
+		var res ssh.Result
+		res, err = r.node(ctx, h.target, launch.Command("stop", job, runID), launch.StopScript(h.stop), launch.StopTimeout(grace))
+		if err == nil {
+			stopped, err = launch.ParseStopped(res.Stdout)
+		}
+	}
+	if err == nil && stopped.Left > 0 {
+		err = fmt.Errorf("%d processes of run %s would not die", stopped.Left, runID)
+	}
+	if err != nil {
+		r.progress(Event{Job: job, Run: runID, Rank: rank, Host: h.host, Step: StepFailed, Detail: err.Error()})
+		return err
+	}
+	r.progress(Event{Job: job, Run: runID, Rank: rank, Host: h.host, Step: StepStopped,
+		Detail: fmt.Sprintf("%d signalled, %d killed", stopped.Signalled, stopped.Killed)})
+	return nil
 }
 
 // stopJob stops what state records of a job and forgets it; nodes that

@@ -17,7 +17,7 @@ import (
 //
 //	started-ms    launch begins → the last node's process recorded
 //	confirmed-ms  launch begins → every node confirmed still running
-//	              (this includes apply's deliberate ConfirmAfter wait)
+//	              (this includes the job's start_check, the default)
 //	stop-ms       stop begins → every node's processes gone
 //
 // The refresh (probe) before each apply is not timed; the probe has its
@@ -40,7 +40,6 @@ job "wide" {
 		p, st, doc := f.plan(cfg)
 		ex := f.executor(cfg)
 		ex.Opts.Parallelism = n
-		ex.Opts.ConfirmAfter = apply.DefaultConfirmAfter
 		var last time.Time
 		ex.Opts.Progress = func(ev apply.Event) {
 			if ev.Step == apply.StepStarted {

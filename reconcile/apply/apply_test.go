@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -102,7 +103,7 @@ func (f *fleet) executor(cfg *config.Config) *apply.Executor {
 	for _, j := range cfg.Jobs {
 		specs[j.Name] = reconcile.JobSpec(j, nil)
 	}
-	return &apply.Executor{Runner: f.pool, Backend: f.st, Targets: targets, Specs: specs, Opts: apply.Options{ConfirmAfter: 200 * time.Millisecond}}
+	return &apply.Executor{Runner: f.pool, Backend: f.st, Targets: targets, Specs: specs}
 }
 
 // apply plans and applies, and returns the plan and the result.
@@ -357,11 +358,15 @@ func TestApplyFailsACommandThatExitsAtOnce(t *testing.T) {
 	f := newFleet(t, 1)
 	cfg := f.jobs(`
 job "oops" {
-  nodes    = 1
-  launcher = "plain"
-  command  = ["sh", "-c", "echo no such file: train.py >&2; exit 2"]
+  nodes       = 1
+  launcher    = "plain"
+  start_check = "1m"
+  command     = ["sh", "-c", "echo no such file: train.py >&2; exit 2"]
 }
 `)
+	// A start check far longer than any machine's load: the end is seen
+	// whenever it comes, and decided on at once, not at the check's end.
+	begin := time.Now()
 	_, res, err := f.apply(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -369,6 +374,64 @@ job "oops" {
 	if len(res.Failed) != 1 || !strings.Contains(res.Failed[0].Error(), "exit status 2") || !strings.Contains(res.Failed[0].Error(), "no such file: train.py") {
 		t.Fatalf("failed %v", res.Failed)
 	}
+	if took := time.Since(begin); took > 30*time.Second {
+		t.Errorf("the failure took %s to be seen: the start check waited out its minute", took)
+	}
+}
+
+// TestApplyStartCheckIsTheJobs: a node must run for the job's whole
+// start_check. One that ends during it fails the launch (node 0, whose
+// check runs in a session of its own once it picked the port, as well as
+// the others; the node that keeps running is watched to the end of its
+// check, so the launch fails once that has passed), and a job that keeps
+// running is confirmed only once its start_check has passed.
+func TestApplyStartCheckIsTheJobs(t *testing.T) {
+	f := newFleet(t, 2)
+	for _, rank := range []int{0, 1} {
+		t.Run(fmt.Sprintf("node %d ends during it", rank), func(t *testing.T) {
+			cfg := f.jobs(fmt.Sprintf(`
+job "late%d" {
+  nodes         = 2
+  gpus_per_node = 1
+  launcher      = "plain"
+  stop_timeout  = "1s"
+  start_check   = "4s"
+  command       = ["sh", "-c", "if [ \"$GPULAYER_NODE_RANK\" = %d ]; then sleep 1; echo giving up; exit 3; fi; sleep 300"]
+}
+`, rank, rank))
+			_, res, err := f.apply(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Failed) != 1 || res.Launched != 0 {
+				t.Fatalf("launched %d, failed %v", res.Launched, res.Failed)
+			}
+			var le *apply.LaunchError
+			if !errors.As(res.Failed[0], &le) || le.Rank != rank || le.ExitStatus == nil || *le.ExitStatus != 3 || !strings.Contains(le.Error(), "giving up") {
+				t.Fatalf("failed %v", res.Failed[0])
+			}
+		})
+	}
+	t.Run("a job that runs is confirmed after it", func(t *testing.T) {
+		cfg := f.jobs(`
+job "steady" {
+  nodes         = 2
+  gpus_per_node = 1
+  launcher      = "plain"
+  stop_timeout  = "1s"
+  start_check   = "1500ms"
+  command       = ["sleep", "300"]
+}
+`)
+		begin := time.Now()
+		_, res, err := f.apply(context.Background(), cfg)
+		if err != nil || len(res.Failed) > 0 || res.Launched != 1 {
+			t.Fatalf("%v %v %+v", err, res.Failed, res)
+		}
+		if took := time.Since(begin); took < 1500*time.Millisecond {
+			t.Errorf("confirmed after %s, before its start_check of 1.5s", took)
+		}
+	})
 }
 
 // TestApplyInterruptedConverges: an apply cancelled after its first node

@@ -51,9 +51,11 @@ func (e *LaunchError) Unwrap() error { return e.Err }
 // saved before any process starts, so that whatever happens next, the
 // run's processes can be found. When the job sets no master_port, node 0
 // starts first and picks a free port, which the other nodes then get;
-// otherwise all nodes start at once. Once all have started they are
-// checked again after ConfirmAfter; if any node failed to start or ended,
-// every node is stopped and the job recorded as failed, with the reason.
+// otherwise all nodes start at once. Each node's launch watches it for
+// the job's start_check (node 0's, when it picks the port, in a session
+// of its own while the others start); if any node failed to start or
+// ended, every node is stopped and the job recorded as failed, with the
+// reason.
 func (r *run) launchJob(ctx context.Context, c reconcile.JobChange) {
 	spec, ok := r.e.Specs[c.Job]
 	if !ok || spec.Hash() != c.ConfigHash {
@@ -118,10 +120,16 @@ func (r *run) launchJob(ctx context.Context, c reconcile.JobChange) {
 	// The state has its lineage once saved: the nodes' GPU claims name it.
 	var lineage string
 	r.sv.view(func(st *state.State) { lineage = st.Lineage })
+	wait := reconcile.StartCheck(spec)
 	nodeOf := func(rank int) launch.Node {
 		n := job.Nodes[rank]
-		return launch.Node{Job: c.Job, RunID: runID, Rank: n.Rank, Spec: spec, GPUs: n.GPUs, GPUUUIDs: n.GPUUUIDs,
-			MasterAddr: job.MasterAddr, MasterPort: job.MasterPort, PickPort: pick && rank == 0, Lineage: lineage}
+		ln := launch.Node{Job: c.Job, RunID: runID, Rank: n.Rank, Spec: spec, GPUs: n.GPUs, GPUUUIDs: n.GPUUUIDs,
+			MasterAddr: job.MasterAddr, MasterPort: job.MasterPort, PickPort: pick && rank == 0, Lineage: lineage, StartCheck: wait}
+		if ln.PickPort {
+			// The other nodes wait for node 0's port: it reports at once.
+			ln.StartCheck = 0
+		}
+		return ln
 	}
 	// Code and setup first, on every machine: a node starts only once
 	// all are ready, so a failure here starts nothing anywhere.
@@ -134,6 +142,11 @@ func (r *run) launchJob(ctx context.Context, c reconcile.JobChange) {
 	}
 	var failure *LaunchError
 	var mu sync.Mutex
+	// Each node's start check: the launch script watches its node from
+	// the moment it started and reports how it was at the end of the
+	// job's start_check, or its end as soon as it saw one.
+	checks := make([]*LaunchError, len(job.Nodes))
+	var checking sync.WaitGroup
 	start := func(rank int) {
 		n := nodeOf(rank)
 		host := job.Nodes[rank].Host
@@ -149,7 +162,7 @@ func (r *run) launchJob(ctx context.Context, c reconcile.JobChange) {
 			return
 		}
 		proc := &state.Process{PID: started.PID, PGID: started.PID, StartTime: started.StartTime, BootID: started.BootID,
-			RunID: runID, LogPath: launch.LogPath(c.Job, runID, rank), StartedAt: r.e.now().UTC()}
+			PIDNamespace: started.PIDNamespace, RunID: runID, LogPath: launch.LogPath(c.Job, runID, rank), StartedAt: r.e.now().UTC()}
 		mu.Lock()
 		job.Nodes[rank].Process = proc
 		if rank == 0 {
@@ -161,6 +174,7 @@ func (r *run) launchJob(ctx context.Context, c reconcile.JobChange) {
 			re.HostKeys = []string{hostKey}
 		}
 		reach := job.Nodes[rank].Reach
+		checks[rank] = startFailure(c.Job, rank, host, started.Check)
 		mu.Unlock()
 		r.sv.update(func(st *state.State) {
 			if j := st.Job(c.Job); j != nil && j.RunID == runID {
@@ -170,6 +184,20 @@ func (r *run) launchJob(ctx context.Context, c reconcile.JobChange) {
 			}
 		})
 		r.progress(Event{Job: c.Job, Run: runID, Rank: rank, Host: host, Step: StepStarted, Detail: fmt.Sprintf("pid %d", started.PID)})
+		if n.StartCheck == wait || checks[rank] != nil || started.Ended {
+			return
+		}
+		// Node 0 picked the port the others need, and so reported at
+		// once: its start check goes on in a session of its own while
+		// they start.
+		checking.Add(1)
+		go func() {
+			defer checking.Done()
+			lerr := r.check(ctx, c.Job, runID, job.Nodes[rank].Host, rank, proc, wait)
+			mu.Lock()
+			checks[rank] = lerr
+			mu.Unlock()
+		}()
 	}
 	first := 0
 	if pick {
@@ -188,13 +216,20 @@ func (r *run) launchJob(ctx context.Context, c reconcile.JobChange) {
 		}()
 	}
 	wg.Wait()
+	checking.Wait()
 	if failure == nil && ctx.Err() != nil {
 		// Interrupted between nodes: the job stays "launching" in state,
 		// and the next plan replaces it.
 		return
 	}
 	if failure == nil {
-		failure = r.confirm(ctx, c.Job, runID, job.Nodes)
+		// The first node, by rank, that ended during its start check.
+		for _, lerr := range checks {
+			if lerr != nil {
+				failure = lerr
+				break
+			}
+		}
 	}
 	if failure != nil {
 		r.stopFailed(ctx, job, failure)
@@ -264,7 +299,7 @@ func (r *run) start(ctx context.Context, host string, n launch.Node) (launch.Sta
 	if err != nil {
 		return launch.Started{}, "", err
 	}
-	res, err := r.node(ctx, t, launch.Command("launch", n.Job, n.RunID, strconv.Itoa(n.Rank)), launch.Script(n), launch.Timeout)
+	res, err := r.node(ctx, t, launch.Command("launch", n.Job, n.RunID, strconv.Itoa(n.Rank)), launch.Script(n), launch.Timeout+n.StartCheck)
 	if err != nil {
 		return launch.Started{}, res.HostKey, err
 	}
@@ -272,68 +307,41 @@ func (r *run) start(ctx context.Context, host string, n launch.Node) (launch.Sta
 	return started, res.HostKey, err
 }
 
-// confirm waits ConfirmAfter, then checks that every node still runs; the
-// first that does not is the failure, with its exit status and log.
-func (r *run) confirm(ctx context.Context, job, runID string, nodes []state.Node) *LaunchError {
-	wait := r.e.Opts.ConfirmAfter
-	if wait == 0 {
-		wait = DefaultConfirmAfter
-	}
-	if wait > 0 {
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+// check watches a started node for up to wait (CheckScript), and says
+// how it failed if it ended.
+func (r *run) check(ctx context.Context, job, runID, host string, rank int, p *state.Process, wait time.Duration) *LaunchError {
+	t, err := r.declared(host)
+	var checked launch.Checked
+	if err == nil {
+		var res ssh.Result
+		res, err = r.node(ctx, t, launch.Command("check", job, runID, strconv.Itoa(rank)),
+			launch.CheckScript(job, runID, rank, p.PID, p.StartTime, wait), launch.Timeout+wait)
+		if err == nil {
+			checked, err = launch.ParseChecked(res.Stdout)
 		}
 	}
-	var mu sync.Mutex
-	var failure *LaunchError
-	var wg sync.WaitGroup
-	for _, n := range nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p := n.Process
-			var checked launch.Checked
-			t, err := r.declared(n.Host)
-			if err == nil {
-				var res ssh.Result
-				res, err = r.node(ctx, t, launch.Command("check", job, runID, strconv.Itoa(n.Rank)),
-					launch.CheckScript(job, runID, n.Rank, p.PID, p.StartTime), launch.Timeout)
-				if err == nil {
-					checked, err = launch.ParseChecked(res.Stdout)
-				}
-			}
-			var lerr *LaunchError
-			switch {
-			case err != nil:
-				lerr = &LaunchError{Job: job, Rank: n.Rank, Host: n.Host, Err: fmt.Errorf("could not check that it runs: %w", err)}
-			case !checked.Alive && checked.Exit.Status != nil && *checked.Exit.Status == 0:
-				// Done already (`echo done`): a success, not a failed
-				// launch; the lifecycle pass records it.
-				return
-			case !checked.Alive:
-				msg := "the process ended right after it started"
-				switch {
-				case checked.Exit.Status != nil:
-					msg += fmt.Sprintf(" (exit status %d)", *checked.Exit.Status)
-				case checked.Exit.NotRegular:
-					msg += " (its exit file is not a regular file: not read)"
-				}
-				lerr = &LaunchError{Job: job, Rank: n.Rank, Host: n.Host, Err: errors.New(msg), LogTail: checked.LogTail, ExitStatus: checked.Exit.Status}
-			default:
-				return
-			}
-			mu.Lock()
-			if failure == nil || n.Rank < failure.Rank {
-				failure = lerr
-			}
-			mu.Unlock()
-		}()
+	if err != nil {
+		return &LaunchError{Job: job, Rank: rank, Host: host, Err: fmt.Errorf("could not check that it runs: %w", err)}
 	}
-	wg.Wait()
-	return failure
+	return startFailure(job, rank, host, checked)
+}
+
+// startFailure is the launch error of a node its start check found
+// ended, nil when it runs or already succeeded.
+func startFailure(job string, rank int, host string, checked launch.Checked) *LaunchError {
+	if checked.Alive || checked.Exit.Status != nil && *checked.Exit.Status == 0 {
+		// Running, or done already (`echo done`): a success, not a
+		// failed launch; the lifecycle pass records the end.
+		return nil
+	}
+	msg := "the process ended right after it started"
+	switch {
+	case checked.Exit.Status != nil:
+		msg += fmt.Sprintf(" (exit status %d)", *checked.Exit.Status)
+	case checked.Exit.NotRegular:
+		msg += " (its exit file is not a regular file: not read)"
+	}
+	return &LaunchError{Job: job, Rank: rank, Host: host, Err: errors.New(msg), LogTail: checked.LogTail, ExitStatus: checked.Exit.Status}
 }
 
 // stopFailed stops every node of a job whose launch failed and records

@@ -111,8 +111,7 @@ job "solo" {
 		for _, j := range cfg.Jobs {
 			specs[j.Name] = reconcile.JobSpec(j, nil)
 		}
-		ex := &apply.Executor{Runner: pool, Backend: backend, Targets: map[string]ssh.Target{"sshd": machines[0].Target}, Specs: specs,
-			Opts: apply.Options{ConfirmAfter: 200 * time.Millisecond}}
+		ex := &apply.Executor{Runner: pool, Backend: backend, Targets: map[string]ssh.Target{"sshd": machines[0].Target}, Specs: specs}
 		res, err := ex.Apply(ctx, st, p, doc)
 		if err != nil || len(res.Failed) > 0 {
 			t.Fatalf("apply: %v %v\nsshd log:\n%s", err, res.Failed, srv.Log())

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gpulayer/gpulayer/reconcile/facts"
 	"github.com/gpulayer/gpulayer/ssh"
@@ -11,7 +12,10 @@ import (
 
 // CheckScript is the sh script that says whether a node's process still
 // runs (same pid, same start time) and, when it does not, its exit
-// status and the last lines of its log. It prints
+// status and the last lines of its log. It watches the process for up to
+// wait, at intervals growing from 10 ms, and answers as soon as the
+// process has ended, or once wait has passed with it running (at once
+// for a wait of 0). It prints
 //
 //	gpulayer-check:alive
 //
@@ -22,14 +26,23 @@ import (
 //	gpulayer-check:log             (gpulayer-check:log-not-regular when the
 //	                                log is not a regular file)
 //	...the log's end (at most 16 KiB)...
-func CheckScript(job, runID string, rank, pid int, startTime uint64) string {
+//
+// A launch script ends with the same watch and report (Started.Check).
+func CheckScript(job, runID string, rank, pid int, startTime uint64, wait time.Duration) string {
 	return fmt.Sprintf(`gpulayer_exit="$HOME"/%s
 gpulayer_log="$HOME"/%s
-%s%sif [ -n "$gpulayer_alive" ]; then
+gpulayer_pid=%d
+gpulayer_start=%d
+`, ssh.Quote(ExitPath(job, runID, rank)), ssh.Quote(LogPath(job, runID, rank)), pid, startTime) + startCheckScript(wait)
+}
+
+// reportScript prints a check's report from $gpulayer_alive, the node's
+// exit file ($gpulayer_exit) and log ($gpulayer_log).
+const reportScript = `if [ -n "$gpulayer_alive" ]; then
 	echo gpulayer-check:alive
 	exit 0
 fi
-%secho "gpulayer-check:exited $gpulayer_status"
+` + exitStatusScript + `echo "gpulayer-check:exited $gpulayer_status"
 if [ -f "$gpulayer_log" ]; then
 	echo gpulayer-check:log
 	[ ! -r "$gpulayer_log" ] || gpulayer_bounded 5 tail -c 16384 "$gpulayer_log" 2>/dev/null
@@ -39,9 +52,21 @@ else
 	echo gpulayer-check:log
 fi
 exit 0
-`, ssh.Quote(ExitPath(job, runID, rank)), ssh.Quote(LogPath(job, runID, rank)),
-		boundedFunc, aliveScript(pid, startTime, ""), exitStatusScript)
+`
+
+// sleepMsFunc defines gpulayer_sleep_ms MS (under 1000), a sleep of MS
+// milliseconds written as sleep(1) takes fractions (GNU, busybox), or of
+// a second where it takes none; the number is spelled without a fork.
+const sleepMsFunc = `gpulayer_sleep_ms() {
+	case $1 in
+	[0-9]) gpulayer_s=0.00$1 ;;
+	[0-9][0-9]) gpulayer_s=0.0$1 ;;
+	[0-9][0-9][0-9]) gpulayer_s=0.$1 ;;
+	*) gpulayer_s=1 ;;
+	esac
+	sleep "$gpulayer_s" 2>/dev/null || sleep 1
 }
+`
 
 // boundedFunc defines gpulayer_bounded SECONDS COMMAND [ARG...], which runs
 // COMMAND under timeout(1) where the machine has it, as the probe does: a
@@ -62,19 +87,7 @@ const boundedFunc = `gpulayer_bounded() {
 // rebooted since; to "" otherwise. /proc files are read with builtins: no
 // fork while a node runs.
 func aliveScript(pid int, start uint64, bootID string) string {
-	s := fmt.Sprintf(`gpulayer_alive=
-if IFS= read -r gpulayer_stat 2>/dev/null </proc/%d/stat; then
-	gpulayer_stat=${gpulayer_stat##*\) }
-	# shellcheck disable=SC2086 # split into the stat line's fields
-	set -- $gpulayer_stat
-	gpulayer_state=$1
-	shift 19
-	case $gpulayer_state in
-	Z* | X*) ;;
-	*) [ "$1" != %d ] || gpulayer_alive=1 ;;
-	esac
-fi
-`, pid, start)
+	s := fmt.Sprintf("gpulayer_pid=%d\ngpulayer_start=%d\n", pid, start) + aliveVarsScript
 	if bootID != "" {
 		s += fmt.Sprintf(`if [ -n "$gpulayer_alive" ]; then
 	gpulayer_boot=
@@ -85,6 +98,22 @@ fi
 	}
 	return s
 }
+
+// aliveVarsScript is aliveScript of $gpulayer_pid and $gpulayer_start,
+// without the boot id.
+const aliveVarsScript = `gpulayer_alive=
+if IFS= read -r gpulayer_stat 2>/dev/null </proc/$gpulayer_pid/stat; then
+	gpulayer_stat=${gpulayer_stat##*\) }
+	# shellcheck disable=SC2086 # split into the stat line's fields
+	set -- $gpulayer_stat
+	gpulayer_state=$1
+	shift 19
+	case $gpulayer_state in
+	Z* | X*) ;;
+	*) [ "$1" != "$gpulayer_start" ] || gpulayer_alive=1 ;;
+	esac
+fi
+`
 
 // exitStatusScript sets gpulayer_status to the status the node's exit file
 // ($gpulayer_exit) records, - when it records none, or ! when it is there

@@ -49,6 +49,10 @@ type Node struct {
 	// PickPort makes node 0's script take the first of MasterPort and the
 	// PortCandidates-1 ports after it that nothing listens on.
 	PickPort bool
+	// StartCheck is how long the launch script watches the node's
+	// process after its start before it reports it started
+	// (Started.Check); it reports an end as soon as it sees one.
+	StartCheck time.Duration
 	// Lineage is the state's lineage: the node's GPU claims name it, so
 	// that another configuration's launch on the machine sees whose they
 	// are (see ClaimsDir).

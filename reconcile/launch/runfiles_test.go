@@ -110,7 +110,7 @@ func TestCheckNeverReadsARunFileThatCouldBlockOrNeverEnd(t *testing.T) {
 				exit, log := runFiles(t, home, n)
 				placeFile(t, exit, c.exit, big)
 				placeFile(t, log, c.log, big)
-				out, took := timed(t, sh, home, CheckScript(n.Job, n.RunID, n.Rank, gonePID, 1))
+				out, took := timed(t, sh, home, CheckScript(n.Job, n.RunID, n.Rank, gonePID, 1, 5*time.Second))
 				if took > quick {
 					t.Errorf("the check took %s", took)
 				}

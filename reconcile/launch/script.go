@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gpulayer/gpulayer/ssh"
 )
@@ -23,11 +24,14 @@ import (
 // are printed with the pid, so a later pid that reuses the number is never
 // taken for it.
 //
-// The last line the script prints is
+// Once the node has started the script prints
 //
-//	gpulayer-launch:ok PID START_TIME BOOT_ID MASTER_PORT
+//	gpulayer-launch:ok PID START_TIME BOOT_ID MASTER_PORT PID_NAMESPACE
 //
-// or, when the node cannot start,
+// (gpulayer-launch:ended PID MASTER_PORT when the process had already
+// ended and gone), and then watches it for the node's StartCheck and
+// prints a check's report (see CheckScript): its last lines. When the
+// node cannot start, the last line is
 //
 //	gpulayer-launch:error KIND MESSAGE
 func Script(n Node) string {
@@ -70,7 +74,18 @@ func Script(n Node) string {
 	leader := ssh.Quote(leaderScript) + " gpulayer-node " + quoteArgv(argv, portAt, port)
 	var start strings.Builder
 	sw := func(format string, args ...any) { fmt.Fprintf(&start, format, args...) }
-	sw("if command -v python3 >/dev/null 2>&1; then\n")
+	// perl first: it starts in a few milliseconds where python3 takes
+	// tens (on 64 nodes of a busy machine, seconds of CPU); perl-base is
+	// part of every Debian and Ubuntu install.
+	sw("if command -v perl >/dev/null 2>&1; then\n")
+	if _, own := n.Spec.Env["PERL_BADLANG"]; own {
+		sw("\tsetsid perl -e %s sh -c %s </dev/null >\"$gpulayer_log\" 2>&1 9>&- &\n", ssh.Quote(subreaperPl+execRestPl), leader)
+	} else {
+		// PERL_BADLANG=0 keeps perl's warning about a locale the machine
+		// lacks out of the log, and out of the job's environment.
+		sw("\tPERL_BADLANG=0 setsid perl -e %s sh -c %s </dev/null >\"$gpulayer_log\" 2>&1 9>&- &\n", ssh.Quote(subreaperPl+popBadlang+execRestPl), leader)
+	}
+	sw("elif command -v python3 >/dev/null 2>&1; then\n")
 	if _, own := n.Spec.Env["PYTHONCOERCECLOCALE"]; own {
 		sw("\tsetsid python3 -s -S -c %s sh -c %s </dev/null >\"$gpulayer_log\" 2>&1 9>&- &\n", ssh.Quote(subreaperPy+execRest), leader)
 	} else {
@@ -105,15 +120,49 @@ func Script(n Node) string {
 		w("*) gpulayer_fail claim 'the GPU claims could not be taken' ;;\n")
 		w("esac\n")
 	}
-	w("IFS= read -r gpulayer_stat </proc/$gpulayer_pid/stat 2>/dev/null || gpulayer_fail exited 'the process ended before it could be recorded'\n")
+	// A command that ends at once can be gone, and reaped, before its
+	// start is read: how it ended is then the start check's report.
+	w("if ! IFS= read -r gpulayer_stat </proc/$gpulayer_pid/stat 2>/dev/null; then\n")
+	w("\tprintf 'gpulayer-launch:ended %%s %%s\\n' \"$gpulayer_pid\" \"$gpulayer_port\"\n")
+	w("\tgpulayer_alive=\n")
+	w("%s", indent(boundedFunc+reportScript))
+	w("fi\n")
 	w("gpulayer_stat=${gpulayer_stat##*\\) }\n")
 	w("set -- $gpulayer_stat\n")
 	w("shift 19\n")
 	w("gpulayer_start=$1\n")
 	w("gpulayer_boot=\n")
 	w("IFS= read -r gpulayer_boot </proc/sys/kernel/random/boot_id 2>/dev/null || :\n")
-	w("printf 'gpulayer-launch:ok %%s %%s %%s %%s\\n' \"$gpulayer_pid\" \"$gpulayer_start\" \"${gpulayer_boot:--}\" \"$gpulayer_port\"\n")
+	// The pid namespace, with the boot id, tells machines that share one
+	// kernel's processes: the sandbox's, containers of one host.
+	w("gpulayer_pidns=$(readlink /proc/self/ns/pid 2>/dev/null) || gpulayer_pidns=\n")
+	w("case $gpulayer_pidns in pid:\\[[0-9]*\\]) ;; *) gpulayer_pidns=- ;; esac\n")
+	w("printf 'gpulayer-launch:ok %%s %%s %%s %%s %%s\\n' \"$gpulayer_pid\" \"$gpulayer_start\" \"${gpulayer_boot:--}\" \"$gpulayer_port\" \"$gpulayer_pidns\"\n")
+	w("%s", startCheckScript(n.StartCheck))
 	return b.String()
+}
+
+// startCheckScript is the end of a launch script: it watches the node's
+// leader ($gpulayer_pid, $gpulayer_start) from its start for wait, at
+// intervals growing from 10 ms to 200 ms, and prints a check's report
+// (see CheckScript) as soon as the leader has ended, or once wait has
+// passed with it running. The launch's session thus carries its own
+// confirmation: no second session per node, and no fixed wait before
+// the first look.
+func startCheckScript(wait time.Duration) string {
+	return sleepMsFunc + boundedFunc + fmt.Sprintf(`gpulayer_wait_ms=%d
+gpulayer_waited=0
+gpulayer_step=10
+while :; do
+%s	if [ -z "$gpulayer_alive" ] || [ "$gpulayer_waited" -ge "$gpulayer_wait_ms" ]; then
+		break
+	fi
+	gpulayer_sleep_ms "$gpulayer_step"
+	gpulayer_waited=$((gpulayer_waited + gpulayer_step))
+	gpulayer_step=$((gpulayer_step * 2))
+	[ "$gpulayer_step" -le 200 ] || gpulayer_step=200
+done
+`, wait.Milliseconds(), indent(aliveVarsScript)) + reportScript
 }
 
 // leaderScript is the node's leader: a small sh that runs the command in
@@ -152,6 +201,16 @@ exit "$s"`
 // rest of its arguments; popCoerce drops the variable that turned
 // Python's locale coercion off, so the job's environment is as it was.
 const (
+	// subreaperPl is the same in perl, which has no prctl of its own:
+	// the system call by its number, known for the architectures listed
+	// (on any other the leader is no subreaper, as without python3).
+	subreaperPl = `use Config; my %n = (x86_64 => 157, aarch64 => 167, riscv64 => 167);
+my ($m) = $Config{archname} =~ /^([^-]+)/; syscall($n{$m}, 36, 1, 0, 0, 0) if $n{$m};
+`
+	popBadlang = `delete $ENV{PERL_BADLANG};
+`
+	execRestPl = `exec { $ARGV[0] } @ARGV or exit 127;
+`
 	subreaperPy = `import os, sys
 try:
     import ctypes
@@ -226,6 +285,15 @@ type Started struct {
 	StartTime  uint64
 	BootID     string
 	MasterPort int
+	// PIDNamespace is the machine's pid namespace ("" when unknown).
+	PIDNamespace string
+	// Check is what the launch saw of the leader during the job's start
+	// check: running at its end, or how it ended before.
+	Check Checked
+	// Ended says the leader had ended before the script could read its
+	// start time (StartTime is 0, BootID and PIDNamespace unknown):
+	// Check says how.
+	Ended bool
 }
 
 // LaunchError is a node that could not start, with the script's reason.
@@ -238,8 +306,15 @@ func (e *LaunchError) Error() string { return e.Message }
 
 // ParseStarted reads the launch script's output.
 func ParseStarted(out []byte) (Started, error) {
+	// The start check's report comes last, and ends with the log of the
+	// node: what follows its first line is the job's, never read as the
+	// launch's.
+	text, check := string(out), ""
+	if i := lineStart(text, "gpulayer-check:"); i >= 0 {
+		text, check = text[:i], text[i:]
+	}
 	var last string
-	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	sc := bufio.NewScanner(strings.NewReader(text))
 	for sc.Scan() {
 		if l := strings.TrimSpace(sc.Text()); strings.HasPrefix(l, "gpulayer-launch:") {
 			last = l
@@ -249,9 +324,26 @@ func ParseStarted(out []byte) (Started, error) {
 	case strings.HasPrefix(last, "gpulayer-launch:error "):
 		kind, msg, _ := strings.Cut(strings.TrimPrefix(last, "gpulayer-launch:error "), " ")
 		return Started{}, &LaunchError{Kind: kind, Message: msg}
+	case strings.HasPrefix(last, "gpulayer-launch:ended "):
+		// Ended before its start time could be read: only its report
+		// says anything of it.
+		f := strings.Fields(strings.TrimPrefix(last, "gpulayer-launch:ended "))
+		if len(f) != 2 || check == "" {
+			break
+		}
+		pid, err1 := strconv.Atoi(f[0])
+		port, err2 := strconv.Atoi(f[1])
+		if err1 != nil || err2 != nil || pid <= 0 {
+			break
+		}
+		c, err := ParseChecked([]byte(check))
+		if err != nil || c.Alive {
+			break
+		}
+		return Started{PID: pid, MasterPort: port, Ended: true, Check: c}, nil
 	case strings.HasPrefix(last, "gpulayer-launch:ok "):
 		f := strings.Fields(strings.TrimPrefix(last, "gpulayer-launch:ok "))
-		if len(f) != 4 {
+		if len(f) != 4 && len(f) != 5 {
 			break
 		}
 		pid, err1 := strconv.Atoi(f[0])
@@ -264,9 +356,37 @@ func ParseStarted(out []byte) (Started, error) {
 		if boot == "-" {
 			boot = ""
 		}
-		return Started{PID: pid, StartTime: start, BootID: boot, MasterPort: port}, nil
+		st := Started{PID: pid, StartTime: start, BootID: boot, MasterPort: port}
+		if len(f) == 5 && f[4] != "-" {
+			st.PIDNamespace = f[4]
+		}
+		if check == "" {
+			return Started{}, fmt.Errorf("the launch script printed no start check (%q)", clip(string(out)))
+		}
+		c, err := ParseChecked([]byte(check))
+		if err != nil {
+			return Started{}, err
+		}
+		st.Check = c
+		return st, nil
 	}
 	return Started{}, fmt.Errorf("the launch script printed no result (%q)", clip(string(out)))
+}
+
+// lineStart is the index of the first line of text that starts with
+// prefix, or -1.
+func lineStart(text, prefix string) int {
+	for at := 0; at < len(text); {
+		if strings.HasPrefix(text[at:], prefix) {
+			return at
+		}
+		nl := strings.IndexByte(text[at:], '\n')
+		if nl < 0 {
+			break
+		}
+		at += nl + 1
+	}
+	return -1
 }
 
 func clip(s string) string {

@@ -691,3 +691,58 @@ func TestClaimsKeepAnotherConfigurationOffAGPU(t *testing.T) {
 		}
 	})
 }
+
+// TestParseStartedReadsTheStartCheck: the start check's report follows
+// the launch's line; the node's log, at its end, is never read as the
+// launch's (a job that prints a launch line of its own), and a node gone
+// before its start could be read is reported by how it ended.
+func TestParseStartedReadsTheStartCheck(t *testing.T) {
+	out := "gpulayer-launch:ok 42 7 boot 29500 pid:[4026531836]\ngpulayer-check:exited 3\ngpulayer-check:log\nbye\ngpulayer-launch:ok 1 1 - 1 -\n"
+	s, err := ParseStarted([]byte(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.PID != 42 || s.StartTime != 7 || s.PIDNamespace != "pid:[4026531836]" || s.Check.Alive || s.Check.Exit.Status == nil || *s.Check.Exit.Status != 3 ||
+		strings.Join(s.Check.LogTail, "|") != "bye|gpulayer-launch:ok 1 1 - 1 -" {
+		t.Errorf("started %+v", s)
+	}
+	s, err = ParseStarted([]byte("gpulayer-launch:ended 42 29501\ngpulayer-check:exited 2\ngpulayer-check:log\nno such file\n"))
+	if err != nil || !s.Ended || s.PID != 42 || s.MasterPort != 29501 || s.Check.Exit.Status == nil || *s.Check.Exit.Status != 2 {
+		t.Errorf("ended: %+v %v", s, err)
+	}
+	if _, err := ParseStarted([]byte("gpulayer-launch:ok 42 7 boot 29500 -\n")); err == nil {
+		t.Error("a launch without its start check was taken as started")
+	}
+}
+
+// TestStopWithoutTheSweepLeavesOtherMachinesProcessesToTheirSweeper: a
+// stop told another stop of its kernel sweeps (NoSweep) touches no
+// process outside its node's tree, even one carrying its node's marker;
+// the stop that sweeps, told the ranks of every machine of the kernel,
+// ends it.
+func TestStopWithoutTheSweepLeavesOtherMachinesProcessesToTheirSweeper(t *testing.T) {
+	eachShell(t, func(t *testing.T, sh shell) {
+		home := t.TempDir()
+		cmd := exec.Command("sleep", "300")
+		cmd.Env = append(os.Environ(), "GPULAYER_NODE_ID="+NodeID("r0sweep", 1))
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer cmd.Process.Kill()
+		go cmd.Wait()
+		pid := cmd.Process.Pid
+		out := runScriptIn(t, sh, home, StopScript(Stop{RunID: "r0sweep", Ranks: []int{1}, Grace: time.Second, NoSweep: true}))
+		if s, err := ParseStopped(out); err != nil || s.Signalled != 0 {
+			t.Fatalf("stop without the sweep: %+v %v\n%s", s, err, out)
+		}
+		if !alive(pid) {
+			t.Fatal("a stop without the sweep ended a process outside its tree")
+		}
+		out = runScriptIn(t, sh, home, StopScript(Stop{RunID: "r0sweep", Ranks: []int{0, 1}, Grace: time.Second}))
+		if s, err := ParseStopped(out); err != nil || s.Signalled != 1 || s.Left != 0 {
+			t.Fatalf("the sweeping stop: %+v %v\n%s", s, err, out)
+		}
+		waitFor(t, "the marked process to end", func() bool { return !alive(pid) })
+	})
+}

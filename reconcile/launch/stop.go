@@ -25,6 +25,12 @@ type Stop struct {
 	Ranks []int
 	// Grace is how long processes get between SIGTERM and SIGKILL.
 	Grace time.Duration
+	// NoSweep leaves the environment sweep out: another stop of the same
+	// run, on a machine that shares this one's kernel (same boot id, pid
+	// namespace and login), sweeps for this machine's nodes too (its
+	// Ranks hold them), so the processes are read once per kernel, not
+	// once per node. The group and the tree are still stopped here.
+	NoSweep bool
 }
 
 // NodeID is the value of GPULAYER_NODE_ID, which every process of a node
@@ -47,7 +53,7 @@ func NodeID(runID string, rank int) string { return runID + "/" + strconv.Itoa(r
 //     python3, one started since).
 //
 // It sends them SIGTERM, waits up to Grace for them to end, checked at
-// intervals growing from a tenth to half a second, then sends SIGKILL to
+// intervals growing from 10 ms to half a second, then sends SIGKILL to
 // what is left. The environment sweep runs once the group and tree are
 // gone: reading the environment of processes that are exiting is what
 // makes a stop slow on a busy machine. The group and the tree are used
@@ -72,7 +78,12 @@ func StopScript(s Stop) string {
 	w("# gpulayer stop: run %s\n", s.RunID)
 	w("gpulayer_pid=%d\n", s.PID)
 	w("gpulayer_start=%d\n", s.StartTime)
-	w("gpulayer_ticks=%d\n", max(0, int(s.Grace/(100*time.Millisecond))))
+	w("gpulayer_grace_ms=%d\n", max(0, s.Grace.Milliseconds()))
+	if s.NoSweep {
+		w("gpulayer_sweeps=\n")
+	} else {
+		w("gpulayer_sweeps=1\n")
+	}
 	// The sweep: grep's arguments, every marker quoted.
 	w("gpulayer_sweep() { grep -lzxF")
 	if len(s.Ranks) == 0 {
@@ -83,6 +94,7 @@ func StopScript(s Stop) string {
 	}
 	w(" /proc/[0-9]*/environ 2>/dev/null; }\n")
 	b.WriteString(killpgFunc)
+	b.WriteString(sleepMsFunc)
 	b.WriteString(stopBody)
 	return b.String()
 }
@@ -136,13 +148,38 @@ gpulayer_alive() {
 		esac
 	done
 }
-# gpulayer_tree adds to gpulayer_found the leader's descendants, one
-# pgrep -P per level of the tree (bounded: a tree deeper than 64 levels
-# is left to the sweep).
+# gpulayer_tree adds to gpulayer_found the leader's descendants, level by
+# level (bounded: a tree deeper than 64 levels is left to the sweep): from
+# each process's /proc/PID/task/TID/children, read with builtins (no fork:
+# on a machine stopping many nodes at once, a pgrep per level, each
+# reading every process's stat, is most of a stop's cost); where the
+# kernel has no children files, one pgrep -P per level.
 gpulayer_tree() {
 	[ -n "$gpulayer_leader" ] || return 0
 	gpulayer_parents=$gpulayer_leader
 	gpulayer_depth=0
+	gpulayer_kids=
+	IFS= read -r gpulayer_kids </proc/$gpulayer_leader/task/$gpulayer_leader/children 2>/dev/null || :
+	if [ ! -r "/proc/$gpulayer_leader/task/$gpulayer_leader/children" ]; then
+		gpulayer_ptree
+		return
+	fi
+	while [ -n "$gpulayer_parents" ] && [ "$gpulayer_depth" -lt 64 ]; do
+		gpulayer_level=
+		for gpulayer_p in $gpulayer_parents; do
+			for gpulayer_c in /proc/"$gpulayer_p"/task/*/children; do
+				gpulayer_kids=
+				IFS= read -r gpulayer_kids <"$gpulayer_c" 2>/dev/null || :
+				[ -z "$gpulayer_kids" ] || gpulayer_level="$gpulayer_level $gpulayer_kids"
+			done
+		done
+		gpulayer_found="$gpulayer_found$gpulayer_level"
+		gpulayer_parents=$gpulayer_level
+		gpulayer_depth=$((gpulayer_depth + 1))
+	done
+}
+# gpulayer_ptree is gpulayer_tree by pgrep -P, one per level.
+gpulayer_ptree() {
 	while [ -n "$gpulayer_parents" ] && [ "$gpulayer_depth" -lt 64 ]; do
 		gpulayer_level=$(pgrep -P "$gpulayer_parents" 2>/dev/null)
 		# shellcheck disable=SC2086
@@ -197,19 +234,27 @@ gpulayer_members() {
 	elif [ -n "$gpulayer_group" ] || [ -n "$gpulayer_leader" ]; then
 		gpulayer_scan
 	fi
-	for gpulayer_f in $(gpulayer_sweep); do
-		gpulayer_f=${gpulayer_f#/proc/}
-		gpulayer_found="$gpulayer_found ${gpulayer_f%/environ}"
-	done
+	if [ -n "$gpulayer_sweeps" ]; then
+		for gpulayer_f in $(gpulayer_sweep); do
+			gpulayer_f=${gpulayer_f#/proc/}
+			gpulayer_found="$gpulayer_found ${gpulayer_f%/environ}"
+		done
+	fi
 	gpulayer_alive $gpulayer_found
+	# A full look that found nothing: the node is gone, and nothing is
+	# left to signal until a later look finds more.
+	gpulayer_swept=
+	[ "$gpulayer_n" -ne 0 ] || gpulayer_swept=1
 }
-# gpulayer_first sets gpulayer_left to the leader's process group and
-# tree alone, from pgrep: a cheap first pass that reads no process's
-# environment. Without pgrep, without the group, or when both are empty,
-# it is gpulayer_members.
+# gpulayer_first sets gpulayer_left to the leader and its tree alone: a
+# cheap first pass that forks nothing where the kernel has children files
+# and reads no process's environment (the group is signalled as a whole
+# below, and its members outside the tree found by the full look once
+# the tree is gone). Without the leader, or when it found none, it is
+# gpulayer_members.
 gpulayer_first() {
-	if [ -n "$gpulayer_group" ] && [ -n "$gpulayer_pgrep" ]; then
-		gpulayer_found=$(pgrep -g "$gpulayer_group" 2>/dev/null)
+	if [ -n "$gpulayer_leader" ]; then
+		gpulayer_found=$gpulayer_leader
 		gpulayer_tree
 		gpulayer_alive $gpulayer_found
 		[ "$gpulayer_n" -gt 0 ] && return
@@ -219,35 +264,44 @@ gpulayer_first() {
 # First the leader's group and tree; once they are gone, the full sweep
 # below (the loop's) finds any process of the node that left them, by its
 # environment.
+gpulayer_swept=
 gpulayer_first
 gpulayer_signalled=$gpulayer_n
 [ "$gpulayer_n" -eq 0 ] || kill -s TERM $gpulayer_left 2>/dev/null
-# Between full scans (when the processes known are gone, to find any the
+[ -z "$gpulayer_group" ] || gpulayer_killpg TERM "$gpulayer_group"
+# Between full looks (when the processes known are gone, to find any the
 # node started since, a worker restarting), only the known ones are
-# checked, at intervals growing from a tenth to half a second.
-gpulayer_tick=0
-gpulayer_wait=1
-while [ "$gpulayer_tick" -lt "$gpulayer_ticks" ]; do
+# checked: first 10 ms after the signal (most processes end within
+# milliseconds of SIGTERM), then at intervals doubling up to half a
+# second. A full look that finds nothing ends the stop: it is never
+# repeated.
+gpulayer_waited=0
+gpulayer_step=10
+while [ -z "$gpulayer_swept" ] && [ "$gpulayer_waited" -lt "$gpulayer_grace_ms" ]; do
 	if [ "$gpulayer_n" -eq 0 ]; then
 		gpulayer_members
 		[ "$gpulayer_n" -eq 0 ] && break
 		gpulayer_signalled=$((gpulayer_signalled + gpulayer_n))
 		kill -s TERM $gpulayer_left 2>/dev/null
 	fi
-	sleep "0.$gpulayer_wait" 2>/dev/null || sleep 1
-	gpulayer_tick=$((gpulayer_tick + gpulayer_wait))
-	[ "$gpulayer_wait" -lt 5 ] && gpulayer_wait=$((gpulayer_wait + 1))
+	gpulayer_sleep_ms "$gpulayer_step"
+	gpulayer_waited=$((gpulayer_waited + gpulayer_step))
+	gpulayer_step=$((gpulayer_step * 2))
+	[ "$gpulayer_step" -le 500 ] || gpulayer_step=500
 	gpulayer_alive $gpulayer_left
 done
-[ "$gpulayer_n" -eq 0 ] && gpulayer_members
+[ "$gpulayer_n" -eq 0 ] && [ -z "$gpulayer_swept" ] && gpulayer_members
 gpulayer_killed=$gpulayer_n
 [ "$gpulayer_n" -eq 0 ] || kill -s KILL $gpulayer_left 2>/dev/null
 # A process killed can leave children it had just started (an orphaned
-# sleep of a stuck loop): look again a few times and kill those too.
+# sleep of a stuck loop): look again a few times, 10 ms and doubling, and
+# kill those too.
 gpulayer_remaining=0
 gpulayer_round=0
+gpulayer_step=10
 while [ "$gpulayer_killed" -gt 0 ] && [ "$gpulayer_round" -lt 5 ]; do
-	sleep 0.1 2>/dev/null || sleep 1
+	gpulayer_sleep_ms "$gpulayer_step"
+	gpulayer_step=$((gpulayer_step * 2))
 	gpulayer_members
 	gpulayer_remaining=$gpulayer_n
 	[ "$gpulayer_n" -eq 0 ] && break

@@ -313,13 +313,19 @@ type Location struct {
 // pid, its start time (field 22 of /proc/PID/stat, clock ticks after
 // boot) and the machine's boot id all match.
 type Process struct {
-	PID       int       `json:"pid"`
-	PGID      int       `json:"pgid"`
-	StartTime uint64    `json:"start_time"`
-	BootID    string    `json:"boot_id"`
-	RunID     string    `json:"run_id"`
-	LogPath   string    `json:"log_path,omitempty"`
-	StartedAt time.Time `json:"started_at"`
+	PID       int    `json:"pid"`
+	PGID      int    `json:"pgid"`
+	StartTime uint64 `json:"start_time"`
+	BootID    string `json:"boot_id"`
+	// PIDNamespace is the machine's pid namespace as the launch saw it
+	// (the target of /proc/self/ns/pid, "pid:[4026531836]"), empty when
+	// it could not be read. Nodes with the same boot id, pid namespace
+	// and login share one kernel's processes (the sandbox, containers of
+	// one host): a stop sweeps their processes once, not once per node.
+	PIDNamespace string    `json:"pid_ns,omitempty"`
+	RunID        string    `json:"run_id"`
+	LogPath      string    `json:"log_path,omitempty"`
+	StartedAt    time.Time `json:"started_at"`
 }
 
 // JobSpec is a job's effective configuration: everything that, changed,
@@ -339,6 +345,11 @@ type JobSpec struct {
 	// StopTimeout is how long stop waits between SIGTERM and SIGKILL. It
 	// is not part of the hash: changing it needs no relaunch.
 	StopTimeout Duration `json:"stop_timeout"`
+	// StartCheck is the job's start_check when it is not the default
+	// (nil): how long a node must run after its start to count as
+	// started. Not part of the hash, and left out at its default, so the
+	// spec recorded for a job that does not set it is what it was.
+	StartCheck *Duration `json:"start_check,omitempty"`
 	// Lifecycle is the job's kind and restart policy; not part of the
 	// hash either: it decides what happens when the run ends, not how it
 	// runs.

@@ -1,0 +1,442 @@
+// Command apply benchmarks `gpulayer apply` and `gpulayer destroy` of a job
+// with one node on every machine of a sandbox fleet against pdsh doing the
+// same by hand, in the same run:
+//
+//   - gpulayer: the real command line, `gpulayer apply --auto-approve
+//     --node-parallelism P DIR` (its refresh, plan, launches over SSH, start
+//     checks and state saves), then `gpulayer destroy --auto-approve` of it;
+//     each a fresh process, as a person runs them;
+//   - pdsh: `pdsh -R ssh -f P` (Debian's package) starting the same command
+//     detached on every machine (`setsid sleep 600`, standard streams to a
+//     log, its pid kept in a file), then stopping it (SIGTERM to its process
+//     group, and waiting, checked every 10 ms, until it has ended), one
+//     OpenSSH client per machine with the same key and known_hosts.
+//
+// A round runs each client's start and then its stop, the two clients in
+// an order that alternates from round to round; round 0 is an unmeasured
+// warm-up. After each start and stop it counts the processes of the job on
+// the computer (the sandbox's machines are processes of this computer), so
+// a client that returned early is not measured as fast. It prints one JSON
+// line per measurement, then medians and the median of the round-by-round
+// ratios.
+//
+//	go run ./benchmarks/apply -hosts 64 -rounds 7
+//
+// Without pdsh it says so and exits 0. The sandbox (its machines' shell:
+// -shell; every machine with one torch version, so one job spans them all)
+// runs in a child process, so its work is neither client's.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gpulayer/gpulayer/benchmarks/internal/stats"
+	"github.com/gpulayer/gpulayer/config"
+	"github.com/gpulayer/gpulayer/providers/sandbox"
+	"github.com/gpulayer/gpulayer/reconcile/probe"
+	"github.com/gpulayer/gpulayer/ssh"
+)
+
+func main() {
+	var err error
+	if len(os.Args) > 1 && os.Args[1] == "serve" {
+		err = serve(os.Args[2:])
+	} else {
+		err = drive(os.Args[1:])
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchmark:", err)
+		os.Exit(1)
+	}
+}
+
+// result is one measurement.
+type result struct {
+	What        string  `json:"what"` // "start" or "stop"
+	Client      string  `json:"client"`
+	Hosts       int     `json:"hosts"`
+	Parallelism int     `json:"parallelism"`
+	Round       int     `json:"round"`
+	WallSeconds float64 `json:"wall_s"`
+	// CPUSeconds is the client's own CPU time (user and system, with its
+	// children: pdsh's ssh processes).
+	CPUSeconds float64 `json:"cpu_s"`
+	Load1      float64 `json:"load1"`
+}
+
+func drive(args []string) error {
+	fs := flag.NewFlagSet("apply", flag.ContinueOnError)
+	hosts := fs.Int("hosts", 64, "machines, one node on each")
+	rounds := fs.Int("rounds", 7, "measured rounds")
+	par := fs.Int("parallelism", 64, "nodes started or stopped at once, by both clients (--node-parallelism, pdsh -f)")
+	shell := fs.String("shell", sandbox.InProcess, "the sandbox machines' shell (as gpulayer sandbox --shell)")
+	bin := fs.String("gpulayer", "", "the gpulayer binary (default: built from this checkout)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	pdsh, err := exec.LookPath("pdsh")
+	if err != nil {
+		fmt.Println("skipped: pdsh is not installed, and it is the reference (Debian and Ubuntu: apt-get install pdsh)")
+		return nil
+	}
+	if _, err := exec.LookPath("ssh"); err != nil {
+		return fmt.Errorf("pdsh -R ssh needs the OpenSSH client (ssh): %w", err)
+	}
+	work, err := os.MkdirTemp("", "gpulayer-apply-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	if *bin == "" {
+		*bin = filepath.Join(work, "gpulayer")
+		if out, err := exec.Command("go", "build", "-o", *bin, "./cmd/gpulayer").CombinedOutput(); err != nil {
+			return fmt.Errorf("go build ./cmd/gpulayer (run from the repository's root): %v\n%s", err, out)
+		}
+	}
+	dir := filepath.Join(work, "sandbox")
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	stop, err := startSandbox(self, dir, *hosts, *shell)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	machines, err := sandboxMachines(dir)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bench.hcl"), []byte(fmt.Sprintf(`job "bench" {
+  nodes         = %d
+  gpus_per_node = 1
+  launcher      = "plain"
+  stop_timeout  = "10s"
+  command       = ["sleep", "600"]
+}
+`, len(machines))), 0o644); err != nil {
+		return err
+	}
+	sshConfig, err := writeSSHConfig(work, machines)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("# %s %s/%s, %d CPUs, %d machines (shell %s), parallelism %d, %s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(),
+		len(machines), *shell, *par, pdshVersion(pdsh))
+	g := gpulayerClient{bin: *bin, dir: dir, par: *par}
+	p := pdshClient{bin: pdsh, config: sshConfig, machines: machines, par: *par}
+	var all []result
+	for round := 0; round <= *rounds; round++ {
+		order := []client{g, p}
+		if round%2 == 1 {
+			order[0], order[1] = order[1], order[0]
+		}
+		for _, c := range order {
+			for _, what := range []string{"start", "stop"} {
+				r := result{What: what, Client: c.name(), Hosts: len(machines), Parallelism: *par, Round: round}
+				start := time.Now()
+				cpu, out, err := c.run(what)
+				r.WallSeconds, r.CPUSeconds = time.Since(start).Seconds(), cpu
+				if err != nil {
+					return fmt.Errorf("%s %s, round %d: %w", c.name(), what, round, err)
+				}
+				want := 0
+				if what == "start" {
+					want = len(machines)
+				}
+				// Outside the time: pdsh's start returns before its
+				// command has exec'd sleep, a stop's zombies wait for init.
+				if got := awaitCount(c.marker(), want, 10*time.Second); got != want {
+					return fmt.Errorf("%s %s, round %d: %d processes of the job on the machines, want %d; it printed\n%s", c.name(), what, round, got, want, tail(out))
+				}
+				r.Load1 = stats.Load1()
+				if round > 0 {
+					b, _ := json.Marshal(r)
+					fmt.Println(string(b))
+					all = append(all, r)
+				}
+			}
+		}
+	}
+	summarize(os.Stdout, all)
+	return nil
+}
+
+// startSandbox runs the sandbox in a child process (this program's serve)
+// until the returned function stops it.
+func startSandbox(self, dir string, hosts int, shell string) (func(), error) {
+	cmd := exec.Command(self, "serve", "-hosts", strconv.Itoa(hosts), "-dir", dir, "-shell", shell)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	stop := func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != "ready" {
+		stop()
+		return nil, fmt.Errorf("sandbox did not start: %q %v", line, err)
+	}
+	return stop, nil
+}
+
+// serve runs a sandbox until SIGTERM: every machine reports one torch
+// version, so that one job can have a node on each.
+func serve(args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	hosts := fs.Int("hosts", 64, "machines")
+	dir := fs.String("dir", "", "sandbox directory")
+	shell := fs.String("shell", sandbox.InProcess, "the machines' shell")
+	profile := fs.String("cpuprofile", "", "write a CPU profile of the sandbox, until SIGTERM, to `FILE`")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *profile != "" {
+		f, err := os.Create(*profile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	sb, err := sandbox.Start(sandbox.Options{Hosts: *hosts, Dir: *dir, Shell: *shell, Torch: "2.5.1+cu124"})
+	if err != nil {
+		return err
+	}
+	defer sb.Close()
+	fmt.Println("ready")
+	<-ctx.Done()
+	return nil
+}
+
+// sandboxMachines are the sandbox's machines, as its configuration says
+// they are reached.
+func sandboxMachines(dir string) ([]probe.Machine, error) {
+	cfg, diags := config.Load(dir, config.LoadOptions{})
+	if diags.HasErrors() {
+		return nil, fmt.Errorf("%s: %s", dir, diags.Error())
+	}
+	return probe.Machines(cfg)
+}
+
+// writeSSHConfig writes an OpenSSH client configuration naming each
+// machine (pdsh passes ssh a host name, never a port), with the
+// sandbox's key and known_hosts, as a careful script sets them.
+func writeSSHConfig(work string, machines []probe.Machine) (string, error) {
+	var b strings.Builder
+	for _, m := range machines {
+		t := m.Target
+		fmt.Fprintf(&b, "Host %s\n  HostName %s\n  Port %d\n  User %s\n", m.Name, t.Address, t.Port, t.User)
+		for _, id := range t.IdentityFiles {
+			fmt.Fprintf(&b, "  IdentityFile %s\n", id)
+		}
+		fmt.Fprintf(&b, "  UserKnownHostsFile %s\n", t.KnownHostsFile)
+	}
+	b.WriteString("Host *\n  BatchMode yes\n  StrictHostKeyChecking yes\n  GlobalKnownHostsFile /dev/null\n  IdentitiesOnly yes\n  ConnectTimeout 10\n  LogLevel ERROR\n")
+	path := filepath.Join(work, "ssh_config")
+	return path, os.WriteFile(path, []byte(b.String()), 0o600)
+}
+
+func pdshVersion(bin string) string {
+	out, _ := exec.Command(bin, "-V").CombinedOutput()
+	first, _, _ := strings.Cut(string(out), "\n")
+	return strings.TrimSpace(first)
+}
+
+// client is one way of starting and stopping the job.
+type client interface {
+	name() string
+	// marker is the environment entry every process of the job carries.
+	marker() string
+	// run starts or stops the job, and returns the CPU time it took.
+	run(what string) (float64, string, error)
+}
+
+type gpulayerClient struct {
+	bin, dir string
+	par      int
+}
+
+func (g gpulayerClient) name() string   { return "gpulayer" }
+func (g gpulayerClient) marker() string { return "GPULAYER_JOB=bench" }
+
+func (g gpulayerClient) run(what string) (float64, string, error) {
+	verb := "apply"
+	if what == "stop" {
+		verb = "destroy"
+	}
+	cmd := exec.Command(g.bin, verb, "--auto-approve", "--no-color", "--node-parallelism", strconv.Itoa(g.par), g.dir)
+	return runCommand(cmd)
+}
+
+type pdshClient struct {
+	bin, config string
+	machines    []probe.Machine
+	par         int
+}
+
+func (p pdshClient) name() string   { return "pdsh" }
+func (p pdshClient) marker() string { return "PDSH_BENCH=bench" }
+
+// pdshStart is what pdsh runs on each machine to start the node: detached
+// in a session of its own, its streams to a log, its pid kept.
+const pdshStart = `mkdir -p "$HOME/.pdsh-bench" && cd "$HOME/.pdsh-bench" || exit 1; ` +
+	`PDSH_BENCH=bench setsid sleep 600 </dev/null >node.log 2>&1 & echo $! >pid`
+
+// pdshStop stops it: SIGTERM to its process group, then a wait, checked
+// every 10 ms for up to 10 s, until the process has ended: gone, or a
+// zombie (this computer's init, in a container, reaps orphans a second or
+// two late; gpulayer's stop, too, counts a zombie as ended).
+const pdshStop = `p=$(cat "$HOME/.pdsh-bench/pid") && kill -s TERM -- "-$p" 2>/dev/null; i=0; ` +
+	`while IFS= read -r s </proc/$p/stat 2>/dev/null; do case ${s##*) } in Z* | X*) break ;; esac; ` +
+	`[ $i -lt 1000 ] || exit 1; sleep 0.01; i=$((i + 1)); done`
+
+func (p pdshClient) run(what string) (float64, string, error) {
+	names := make([]string, len(p.machines))
+	for i, m := range p.machines {
+		names[i] = m.Name
+	}
+	script := pdshStart
+	if what == "stop" {
+		script = pdshStop
+	}
+	cmd := exec.Command(p.bin, "-R", "ssh", "-f", strconv.Itoa(p.par), "-w", strings.Join(names, ","), "sh -c "+ssh.Quote(script))
+	cmd.Env = append(os.Environ(), "PDSH_SSH_ARGS=-F "+p.config+" -x -a %h", "PDSH_RCMD_TYPE=ssh")
+	return runCommand(cmd)
+}
+
+// runCommand runs cmd to its end and returns its CPU time, with its
+// children's, and its output.
+func runCommand(cmd *exec.Cmd) (float64, string, error) {
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return 0, out.String(), fmt.Errorf("%s: %v\n%s", strings.Join(cmd.Args[:2], " "), err, tail(out.String()))
+	}
+	return (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds(), out.String(), nil
+}
+
+func tail(s string) string {
+	if len(s) > 4000 {
+		return "…" + s[len(s)-4000:]
+	}
+	return s
+}
+
+// awaitCount waits up to limit for want processes of the job, and says
+// how many there were at the end.
+func awaitCount(marker string, want int, limit time.Duration) int {
+	deadline := time.Now().Add(limit)
+	for {
+		got := countProcesses(marker)
+		if got == want || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// countProcesses counts the sleep processes of this computer whose
+// environment holds marker: one per node (only this user's are readable;
+// the sandbox's machines run as this user).
+func countProcesses(marker string) int {
+	ents, _ := os.ReadDir("/proc")
+	n := 0
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err != nil {
+			continue
+		}
+		st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil || zombie(st) || !bytes.Contains(st, []byte("(sleep)")) {
+			continue
+		}
+		for _, kv := range bytes.Split(b, []byte{0}) {
+			if string(kv) == marker {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
+func zombie(stat []byte) bool {
+	i := bytes.LastIndexByte(stat, ')')
+	return i >= 0 && i+2 < len(stat) && (stat[i+2] == 'Z' || stat[i+2] == 'X')
+}
+
+func summarize(w io.Writer, rs []result) {
+	type key struct{ what, client string }
+	groups := map[key][]result{}
+	byRound := map[string]map[int]map[string]float64{}
+	for _, r := range rs {
+		groups[key{r.What, r.Client}] = append(groups[key{r.What, r.Client}], r)
+		if byRound[r.What] == nil {
+			byRound[r.What] = map[int]map[string]float64{}
+		}
+		if byRound[r.What][r.Round] == nil {
+			byRound[r.What][r.Round] = map[string]float64{}
+		}
+		byRound[r.What][r.Round][r.Client] = r.WallSeconds
+	}
+	wall := func(r result) float64 { return r.WallSeconds }
+	cpu := func(r result) float64 { return r.CPUSeconds }
+	fmt.Fprintf(w, "\n# medians over %d rounds\n%-6s  %-14s  %-14s  %-16s  %-12s  %-12s  %s\n", len(groups[key{"start", "gpulayer"}]),
+		"what", "gpulayer wall", "pdsh wall", "ratio of pairs", "gpulayer cpu", "pdsh cpu", "load1")
+	for _, what := range []string{"start", "stop"} {
+		g, p := groups[key{what, "gpulayer"}], groups[key{what, "pdsh"}]
+		var ratios []float64
+		var rounds []int
+		for round := range byRound[what] {
+			rounds = append(rounds, round)
+		}
+		sort.Ints(rounds)
+		for _, round := range rounds {
+			c := byRound[what][round]
+			if c["pdsh"] > 0 {
+				ratios = append(ratios, c["gpulayer"]/c["pdsh"])
+			}
+		}
+		label := "apply"
+		if what == "stop" {
+			label = "destroy"
+		}
+		fmt.Fprintf(w, "%-6s  %-14s  %-14s  %-16s  %-12s  %-12s  %.1f\n", label,
+			fmt.Sprintf("%.3f s", stats.Median(g, wall)), fmt.Sprintf("%.3f s", stats.Median(p, wall)),
+			fmt.Sprintf("%.2fx", stats.Median(ratios, func(v float64) float64 { return v })),
+			fmt.Sprintf("%.3f s", stats.Median(g, cpu)), fmt.Sprintf("%.3f s", stats.Median(p, cpu)),
+			stats.Median(append(g[:len(g):len(g)], p...), func(r result) float64 { return r.Load1 }))
+	}
+}

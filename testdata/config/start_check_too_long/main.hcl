@@ -1,0 +1,5 @@
+job "train" {
+  nodes       = 1
+  command     = ["python", "train.py"]
+  start_check = "1h"
+}
