@@ -225,6 +225,8 @@ gpulayer_logs() {
 gpulayer_run_ids() {
 	gpulayer_seen=
 	gpulayer_gone=
+	# An idle machine's: nothing to read, and no here-document to make.
+	[ -n "$gpulayer_apps" ] || return 0
 	while IFS=', ' read -r _ gpulayer_p _; do
 		case $gpulayer_p in
 		'' | *[!0-9]*) continue ;;
@@ -303,13 +305,23 @@ gpulayer_claims() {
 # Fabric sections below them: each GPU's NVLink fabric registration (state,
 # status, clique id, cluster UUID), which places machines of one multi-node
 # NVLink domain together. The rest, a few hundred lines per GPU, is dropped
-# here with builtins, so a probe stays small and forks nothing more.
+# here with builtins, so a probe stays small and forks nothing more. The
+# output is split into lines by the shell's field splitting (IFS a
+# newline, no globbing), not read line by line: `read` takes a byte per
+# system call, and a whole -q output is tens of kilobytes. Empty lines,
+# which splitting drops, are never kept anyway. The most common lines (the
+# details below a heading, 8 spaces in) are tested first.
 gpulayer_fabric() {
 	gpulayer_q=$(gpulayer_bounded 20 nvidia-smi -q)
 	gpulayer_s=$?
 	gpulayer_in=
-	while IFS= read -r gpulayer_line; do
+	gpulayer_ifs=$IFS
+	IFS='
+'
+	set -f
+	for gpulayer_line in $gpulayer_q; do
 		case $gpulayer_line in
+		'        '*) [ -z "$gpulayer_in" ] || printf '%s\n' "$gpulayer_line" ;;
 		'GPU '*)
 			gpulayer_in=
 			printf '%s\n' "$gpulayer_line"
@@ -318,12 +330,11 @@ gpulayer_fabric() {
 			gpulayer_in=1
 			printf '%s\n' "$gpulayer_line"
 			;;
-		'        '*) [ -z "$gpulayer_in" ] || printf '%s\n' "$gpulayer_line" ;;
 		*) gpulayer_in= ;;
 		esac
-	done <<gpulayer_end_of_q
-$gpulayer_q
-gpulayer_end_of_q
+	done
+	set +f
+	IFS=$gpulayer_ifs
 	return "$gpulayer_s"
 }
 
