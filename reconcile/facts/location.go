@@ -41,6 +41,28 @@ func ResolveLocation(claims ...LocationClaim) Location {
 	return loc
 }
 
+// MetadataClaim is the claim of the metadata service (GCE, EC2 or Azure)
+// that a probe recorded as loc, the zero claim when loc came from none.
+func MetadataClaim(loc Location) LocationClaim {
+	switch loc.Source {
+	case SourceGCEMetadata, SourceEC2Metadata, SourceAzureMetadata:
+		return LocationClaim{Source: loc.Source, Region: loc.Region, Zone: loc.Zone}
+	}
+	return LocationClaim{}
+}
+
+// BesideMetadata returns the configuration's claims (the host block's and
+// the fleet's) as they may be merged below md: where md names a region
+// and no zone (an Azure VM in no availability zone), a configured zone is
+// kept only where the configuration puts the host in that same region, so
+// that no host lands in a zone of another region.
+func BesideMetadata(md, host, fleet LocationClaim) (LocationClaim, LocationClaim) {
+	if md.Region != "" && md.Zone == "" && ResolveLocation(host, fleet).Region != md.Region {
+		host.Zone, fleet.Zone = "", ""
+	}
+	return host, fleet
+}
+
 // GCERegion returns the region of a GCE zone: "europe-west1" for
 // "europe-west1-b", "" when zone has no dash.
 func GCERegion(zone string) string {

@@ -353,3 +353,34 @@ func TestProbeAsksTheMetadataServiceWithWget(t *testing.T) {
 		}
 	}
 }
+
+// A plan merges a probe's metadata claim with the configuration again
+// (reconcile's hostLocation): every metadata source is a claim, others are
+// not, and a region-only claim keeps a configured zone of its own region
+// only.
+func TestMetadataClaimsMergeAboveTheConfiguration(t *testing.T) {
+	for _, src := range []string{SourceGCEMetadata, SourceEC2Metadata, SourceAzureMetadata} {
+		if c := MetadataClaim(Location{Region: "r", Zone: "r-1", Source: src}); c != (LocationClaim{Source: src, Region: "r", Zone: "r-1"}) {
+			t.Errorf("%s: claim %+v", src, c)
+		}
+	}
+	if c := MetadataClaim(Location{Region: "r", Zone: "r-1", Source: SourceHost}); c != (LocationClaim{}) {
+		t.Errorf("a host block's location is a metadata claim: %+v", c)
+	}
+	regional := LocationClaim{Source: SourceAzureMetadata, Region: "eastus"}
+	for _, tc := range []struct {
+		name        string
+		host, fleet LocationClaim
+		want        Location
+	}{
+		{"zone of its region", LocationClaim{Source: SourceHost, Zone: "eastus-2"}, LocationClaim{Source: SourceFleet, Region: "eastus"},
+			Location{Region: "eastus", Zone: "eastus-2", Source: SourceAzureMetadata}},
+		{"zone of another region", LocationClaim{Source: SourceHost, Zone: "westeurope-1", NetworkGroup: "rack-1"}, LocationClaim{Source: SourceFleet, Region: "westeurope"},
+			Location{Region: "eastus", NetworkGroup: "rack-1", Source: SourceAzureMetadata}},
+	} {
+		host, fleet := BesideMetadata(regional, tc.host, tc.fleet)
+		if got := ResolveLocation(regional, host, fleet); got != tc.want {
+			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -158,10 +158,7 @@ func Host(ctx context.Context, r Runner, m Machine, opts Options) facts.Host {
 	h.Fleet = m.Fleet
 	h.Address = m.Target.Address
 	h.Port = m.Target.Port
-	metadata := facts.LocationClaim{}
-	if metadataName(h.Location.Source) != "" {
-		metadata = facts.LocationClaim{Source: h.Location.Source, Region: h.Location.Region, Zone: h.Location.Zone}
-	}
+	metadata := facts.MetadataClaim(h.Location)
 	provider := facts.LocationClaim{}
 	if m.Provider != nil {
 		provider = *m.Provider
@@ -169,14 +166,7 @@ func Host(ctx context.Context, r Runner, m Machine, opts Options) facts.Host {
 	}
 	host, fleet := m.Host, m.FleetDefaults
 	host.Source, fleet.Source = facts.SourceHost, facts.SourceFleet
-	if metadata.Region != "" && metadata.Zone == "" {
-		// A region without a zone (an Azure VM in no availability zone):
-		// a configured zone is kept only where the configuration puts the
-		// host in that region, so no host lands in a zone of another.
-		if facts.ResolveLocation(host, fleet).Region != metadata.Region {
-			host.Zone, fleet.Zone = "", ""
-		}
-	}
+	host, fleet = facts.BesideMetadata(metadata, host, fleet)
 	h.Location = facts.ResolveLocation(provider, metadata, host, fleet)
 	if w := metadataDisagrees(metadata, facts.ResolveLocation(host, fleet)); w != "" && provider.Zone == "" {
 		h.Warnings = append(h.Warnings, w)
