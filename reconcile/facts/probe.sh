@@ -311,6 +311,8 @@ gpulayer_logs() {
 gpulayer_run_ids() {
 	gpulayer_seen=
 	gpulayer_gone=
+	gpulayer_nl='
+'
 	# An idle machine's: nothing to read, and no here-document to make.
 	[ -n "$gpulayer_apps" ] || return 0
 	while IFS=', ' read -r _ gpulayer_p _; do
@@ -323,8 +325,18 @@ gpulayer_run_ids() {
 		gpulayer_seen="$gpulayer_seen $gpulayer_p"
 		gpulayer_r=
 		if [ -r "/proc/$gpulayer_p/environ" ]; then
-			gpulayer_r=$(tr '\000' '\n' <"/proc/$gpulayer_p/environ" 2>/dev/null |
-				sed -n '/^GPULAYER_RUN_ID=/{s///p;q;}')
+			# One process (tr), not a pipeline of two: the variable is then
+			# found with builtins. Each variable becomes one line (a newline
+			# inside a value becomes \001 first), so no other variable's
+			# value can pass for it.
+			gpulayer_e=$(tr '\012\000' '\001\012' <"/proc/$gpulayer_p/environ" 2>/dev/null)
+			case $gpulayer_nl$gpulayer_e in
+			*"$gpulayer_nl"GPULAYER_RUN_ID=*)
+				gpulayer_r=$gpulayer_nl$gpulayer_e
+				gpulayer_r=${gpulayer_r#*"$gpulayer_nl"GPULAYER_RUN_ID=}
+				gpulayer_r=${gpulayer_r%%"$gpulayer_nl"*}
+				;;
+			esac
 		fi
 		# Looked at after the read: a process that ended while it was
 		# read left nothing to read.
