@@ -108,6 +108,21 @@ func metadataFailure(exit int) string {
 	return "exit " + strconv.Itoa(exit)
 }
 
+// metadataAnswered reports whether section s holds an answer of the
+// metadata service who to read, warning why not: a service failed, or a
+// location was already given (no run of the script asks two services).
+func (h *Host) metadataAnswered(who string, s section) bool {
+	if h.Location.Source != "" {
+		h.warn("%s: ignored, the machine's location was already given by %s", who, h.Location.Source)
+		return false
+	}
+	if s.exit != 0 {
+		h.warn("%s: no location: %s", who, metadataFailure(s.exit))
+		return false
+	}
+	return true
+}
+
 func (h *Host) parseGCEZone(secs map[string]section) {
 	s, ok := secs[sectionGCEZone]
 	if !ok {
@@ -137,12 +152,7 @@ func (h *Host) parseGCEZone(secs map[string]section) {
 // is not believed.
 func (h *Host) parseEC2Location(s section) {
 	const who = "EC2 instance metadata service"
-	if h.Location.Source != "" {
-		h.warn("%s: ignored, the machine's location was already given by %s", who, h.Location.Source)
-		return
-	}
-	if s.exit != 0 {
-		h.warn("%s: no location: %s", who, metadataFailure(s.exit))
+	if !h.metadataAnswered(who, s) {
 		return
 	}
 	lines := strings.Split(strings.TrimRight(s.text, "\n"), "\n")
@@ -170,12 +180,7 @@ func (h *Host) parseEC2Location(s section) {
 // only.
 func (h *Host) parseAzureLocation(s section) {
 	const who = "Azure instance metadata service"
-	if h.Location.Source != "" {
-		h.warn("%s: ignored, the machine's location was already given by %s", who, h.Location.Source)
-		return
-	}
-	if s.exit != 0 {
-		h.warn("%s: no location: %s", who, metadataFailure(s.exit))
+	if !h.metadataAnswered(who, s) {
 		return
 	}
 	if len(s.text) > maxAzureCompute {
