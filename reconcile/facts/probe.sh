@@ -408,10 +408,16 @@ gpulayer_claims() {
 # newline, no globbing), not read line by line: `read` takes a byte per
 # system call, and a whole -q output is tens of kilobytes. Empty lines,
 # which splitting drops, are never kept anyway. The most common lines (the
-# details below a heading, 8 spaces in) are tested first.
+# details below a heading, 8 spaces in) are tested first. Output with no
+# Fabric section at all (older drivers, PCIe GPUs) prints nothing: its GPU
+# lines alone say nothing of a fabric.
 gpulayer_fabric() {
 	gpulayer_q=$(gpulayer_bounded 20 nvidia-smi -q)
 	gpulayer_s=$?
+	case $gpulayer_q in
+	*'    Fabric'*) ;;
+	*) return "$gpulayer_s" ;;
+	esac
 	gpulayer_in=
 	gpulayer_ifs=$IFS
 	IFS='

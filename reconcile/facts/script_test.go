@@ -191,3 +191,40 @@ func TestScriptReadsEachGPUProcesssRunID(t *testing.T) {
 		})
 	}
 }
+
+// noFabricNvidiaSMI is a machine whose driver prints no Fabric section.
+const noFabricNvidiaSMI = `#!/bin/sh
+case "$*" in
+*--query-gpu=*) printf '0, GPU-0, NVIDIA A100-SXM4-80GB, 00000000:07:00.0, 81920, 0, 525.105.17\n' ;;
+*--query-compute-apps=*) ;;
+-q) printf '\n==============NVSMI LOG==============\n\nDriver Version : 525.105.17\nGPU 00000000:07:00.0\n    Product Name : NVIDIA A100-SXM4-80GB\n        Bus : 0x07\n' ;;
+*) exit 2 ;;
+esac
+`
+
+// A driver without any Fabric section gives an empty fabric section (its
+// GPU lines alone say nothing), and a machine in no NVLink domain,
+// without a warning.
+func TestScriptKeepsNothingOfNvidiaSMIQWithoutAFabric(t *testing.T) {
+	for shell, bin := range probeShells(t) {
+		t.Run(shell, func(t *testing.T) {
+			if err := os.WriteFile(filepath.Join(bin, "nvidia-smi"), []byte(noFabricNvidiaSMI), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			out, _ := runProbeIn(t, bin, nil)
+			secs, _, _ := splitSections(string(out), testNonce)
+			if s, ok := secs[sectionFabric]; !ok || s.text != "" || s.exit != 0 {
+				t.Errorf("fabric section %+v (present %v), want empty with exit 0", s, ok)
+			}
+			h := Parse(out, testNonce)
+			if h.NVLinkDomain != "" || len(h.GPUs) != 1 || h.GPUs[0].Fabric != nil {
+				t.Errorf("domain %q, GPUs %+v", h.NVLinkDomain, h.GPUs)
+			}
+			for _, w := range h.Warnings {
+				if strings.Contains(w, "fabric") || strings.Contains(w, "-q") {
+					t.Errorf("warning %q", w)
+				}
+			}
+		})
+	}
+}
