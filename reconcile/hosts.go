@@ -58,7 +58,8 @@ func hostsOf(cfg *config.Config, doc *facts.Document) (map[string]*host, []strin
 }
 
 // hostLocation is where a declared host is, by ADR-0021's precedence: the
-// machine's GCE metadata (as the probe found it), then the host block, then
+// machine's metadata service, GCE, EC2 or Azure (as the probe found it;
+// docs/facts.md), then the host block, then
 // the fleet's defaults. It is worked out again from the configuration on
 // every plan, so a facts document made before the configuration changed
 // still places hosts where the configuration now says. Declared hosts are
@@ -70,14 +71,15 @@ func hostLocation(f *config.Fleet, h *config.Host, fh *facts.Host) (placement.Lo
 		l := h.OwnLocation
 		return placement.Location{Region: l.Region, Zone: l.Zone, NetworkGroup: l.NetworkGroup}, true
 	}
-	var gce facts.LocationClaim
-	if fh != nil && fh.Location.Source == facts.SourceGCEMetadata {
-		gce = facts.LocationClaim{Source: facts.SourceGCEMetadata, Region: fh.Location.Region, Zone: fh.Location.Zone}
+	var md facts.LocationClaim
+	if fh != nil {
+		md = facts.MetadataClaim(fh.Location)
 	}
 	own, fleet := h.OwnLocation, f.Location
-	loc := facts.ResolveLocation(gce,
+	hostClaim, fleetClaim := facts.BesideMetadata(md,
 		facts.LocationClaim{Source: facts.SourceHost, Region: own.Region, Zone: own.Zone, NetworkGroup: own.NetworkGroup},
 		facts.LocationClaim{Source: facts.SourceFleet, Region: fleet.Region, Zone: fleet.Zone, NetworkGroup: fleet.NetworkGroup})
+	loc := facts.ResolveLocation(md, hostClaim, fleetClaim)
 	return placement.Location{Region: loc.Region, Zone: loc.Zone, NetworkGroup: loc.NetworkGroup}, false
 }
 

@@ -1,7 +1,9 @@
 // Command probe benchmarks gpulayer's probe fan-out against sandbox fleets
 // of several sizes and, in the same run, the OpenSSH client doing the same
 // work as the reference: the same hosts, known_hosts, key, script and
-// parallelism, one `ssh` process per host from a bounded worker pool.
+// parallelism, one `ssh` process per host from a bounded worker pool; and,
+// where it is installed (Debian's parallel-ssh), parallel-ssh running the
+// same `ssh` with the same options, its output parsed the same way.
 //
 //	go run ./benchmarks/probe -sizes 10,100,500 -runs 5
 //	go run ./benchmarks/probe -shell /bin/sh   # machines run real processes
@@ -9,7 +11,9 @@
 //
 // The sandbox runs in its own process, and each measured fan-out in a fresh
 // client process (so every run dials every host anew and its peak RSS is
-// its own). Runs alternate between the two clients. With -busy, every
+// its own). Runs alternate between the clients. parallel-ssh sends every
+// host one command, so with -busy (where each host is asked about its own
+// node's pid) it is left out. With -busy, every
 // machine first gets a node launched as apply launches one (a `sleep`
 // holding GPU 0), and each probe asks about its pid as a plan's refresh
 // does: the probe of a fleet with a job running. Each run also records the
@@ -65,7 +69,7 @@ func main() {
 
 // result is one measured fan-out.
 type result struct {
-	Client      string  `json:"client"`  // "gpulayer" or "openssh"
+	Client      string  `json:"client"`  // "gpulayer", "openssh" or "pssh"
 	Shell       string  `json:"shell"`   // the sandbox machines' shell: "in-process" or a path
 	Busy        bool    `json:"busy"`    // every machine ran a launched node, which the probe asked about
 	Command     string  `json:"command"` // "probe" (the facts script) or "true" (the fan-out alone)
@@ -89,8 +93,15 @@ func drive(args []string) error {
 	shell := fs.String("shell", sandbox.InProcess, "how the sandbox machines run commands: in-process, or a POSIX shell's path such as /bin/sh (real processes)")
 	sbProfile := fs.String("sandbox-cpuprofile", "", "write a CPU profile of the sandbox process to `FILE` (of the last size's sandbox)")
 	busy := fs.Bool("busy", false, "launch a node (sleep, GPU 0) on every machine first, and probe as a refresh does, asking about its pid")
+	withPSSH := fs.Bool("pssh", true, "also run parallel-ssh (not with -busy), where it is installed")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	clients := []string{"gpulayer", "openssh"}
+	if _, err := exec.LookPath("parallel-ssh"); *withPSSH && !*busy && err == nil {
+		clients = append(clients, "pssh")
+	} else if *withPSSH && !*busy {
+		fmt.Fprintln(os.Stderr, "benchmark: parallel-ssh is not installed (Debian: apt-get install pssh); it is left out")
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -99,7 +110,7 @@ func drive(args []string) error {
 	if _, err := exec.LookPath("ssh"); err != nil {
 		return fmt.Errorf("the OpenSSH client (ssh) is needed as the reference: %w", err)
 	}
-	fmt.Printf("# %s %s/%s, %d CPUs, parallelism %d, sandbox shell %s, busy %v\n", runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), *par, *shell, *busy)
+	fmt.Printf("# %s %s/%s, %d CPUs, parallelism %d, sandbox shell %s, busy %v, clients %v\n", runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), *par, *shell, *busy, clients)
 	var all []result
 	for _, s := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -110,7 +121,7 @@ func drive(args []string) error {
 		if *floor {
 			commands = append(commands, "true")
 		}
-		rs, err := benchSize(self, n, *runs, *par, commands, *shell, *busy, *sbProfile)
+		rs, err := benchSize(self, n, *runs, *par, clients, commands, *shell, *busy, *sbProfile)
 		if err != nil {
 			return fmt.Errorf("%d hosts: %w", n, err)
 		}
@@ -120,7 +131,7 @@ func drive(args []string) error {
 	return nil
 }
 
-func benchSize(self string, n, runs, par int, commands []string, shell string, busy bool, profile string) ([]result, error) {
+func benchSize(self string, n, runs, par int, clients, commands []string, shell string, busy bool, profile string) ([]result, error) {
 	dir, err := os.MkdirTemp("", "gpulayer-bench-")
 	if err != nil {
 		return nil, err
@@ -153,10 +164,9 @@ func benchSize(self string, n, runs, par int, commands []string, shell string, b
 	var out []result
 	// One unmeasured warm-up each: page cache, first exec of ssh and sh.
 	for run := 0; run <= runs; run++ {
-		order := []string{"gpulayer", "openssh"}
-		if run%2 == 1 {
-			order[0], order[1] = order[1], order[0]
-		}
+		// Each run starts with the next client: every client goes first
+		// as often as the others.
+		order := append(clients[run%len(clients):len(clients):len(clients)], clients[:run%len(clients)]...)
 		for _, command := range commands {
 			for _, c := range order {
 				before, err := stats.ProcessCPU(srv.Process.Pid)
@@ -364,8 +374,13 @@ func client(args []string) error {
 		_ = pool.Close()
 	case *impl == "openssh":
 		hosts = fanOut(machines, *par, func(m probe.Machine) facts.Host { return opensshHost(m, *command) })
+	case *impl == "pssh":
+		hosts, err = psshHosts(machines, *command, *par)
+		if err != nil {
+			return err
+		}
 	default:
-		return fmt.Errorf("-impl: want gpulayer or openssh, got %q", *impl)
+		return fmt.Errorf("-impl: want gpulayer, openssh or pssh, got %q", *impl)
 	}
 	wall := time.Since(start)
 	r := result{Client: *impl, Command: *command, Parallelism: *par, WallSeconds: wall.Seconds()}
@@ -417,21 +432,7 @@ func fanOut(machines []probe.Machine, par int, one func(probe.Machine) facts.Hos
 func opensshHost(m probe.Machine, command string) facts.Host {
 	t := m.Target
 	nonce := facts.NewNonce()
-	args := []string{
-		"-F", "/dev/null",
-		"-o", "BatchMode=yes",
-		"-o", "StrictHostKeyChecking=yes",
-		"-o", "UserKnownHostsFile=" + t.KnownHostsFile,
-		"-o", "GlobalKnownHostsFile=/dev/null",
-		"-o", "IdentitiesOnly=yes",
-		"-o", "ConnectTimeout=10",
-		"-o", "LogLevel=ERROR",
-		"-p", strconv.Itoa(t.Port),
-		"-l", t.User,
-	}
-	for _, id := range t.IdentityFiles {
-		args = append(args, "-i", id)
-	}
+	args := append(sshOptions(t), "-p", strconv.Itoa(t.Port), "-l", t.User)
 	if command == "true" {
 		args = append(args, t.Address, "true")
 		err := exec.Command("ssh", args...).Run()
@@ -452,6 +453,84 @@ func opensshHost(m probe.Machine, command string) facts.Host {
 	return h
 }
 
+// sshOptions are the options of a careful script's `ssh`, which both
+// OpenSSH clients (ssh per host, parallel-ssh) run with.
+func sshOptions(t ssh.Target) []string {
+	args := []string{
+		"-F", "/dev/null",
+		"-o", "BatchMode=yes",
+		"-o", "StrictHostKeyChecking=yes",
+		"-o", "UserKnownHostsFile=" + t.KnownHostsFile,
+		"-o", "GlobalKnownHostsFile=/dev/null",
+		"-o", "IdentitiesOnly=yes",
+		"-o", "ConnectTimeout=10",
+		"-o", "LogLevel=ERROR",
+	}
+	for _, id := range t.IdentityFiles {
+		args = append(args, "-i", id)
+	}
+	return args
+}
+
+// psshHosts runs the command on every machine with one parallel-ssh
+// process, par hosts at a time, each host's output in a file of its own,
+// and parses each host's output as gpulayer does. Every host gets the same
+// command (one nonce), so no host is asked about processes.
+func psshHosts(machines []probe.Machine, command string, par int) ([]facts.Host, error) {
+	if len(machines) == 0 {
+		return nil, nil
+	}
+	dir, err := os.MkdirTemp("", "gpulayer-bench-pssh-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	var hostsFile strings.Builder
+	for _, m := range machines {
+		fmt.Fprintf(&hostsFile, "%s:%d\n", m.Target.Address, m.Target.Port)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "hosts"), []byte(hostsFile.String()), 0o600); err != nil {
+		return nil, err
+	}
+	t := machines[0].Target
+	nonce := facts.NewNonce()
+	args := []string{"-h", filepath.Join(dir, "hosts"), "-l", t.User, "-p", strconv.Itoa(par), "-t", "120",
+		"-o", filepath.Join(dir, "out"), "-e", filepath.Join(dir, "err")}
+	for _, a := range sshOptions(t) {
+		args = append(args, "-X", a)
+	}
+	remote := "true"
+	var stdin io.Reader
+	if command == "probe" {
+		args = append(args, "-I")
+		remote = probe.Command(nonce, nil)
+		stdin = strings.NewReader(facts.Script())
+	}
+	cmd := exec.Command("parallel-ssh", append(args, remote)...)
+	cmd.Stdin = stdin
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	// Its status is 0 only if every host's was; each host's is judged
+	// below from its output.
+	_ = cmd.Run()
+	hosts := make([]facts.Host, len(machines))
+	for i, m := range machines {
+		name := fmt.Sprintf("%s:%d", m.Target.Address, m.Target.Port)
+		// parallel-ssh writes a host's file only once it printed something.
+		b, err := os.ReadFile(filepath.Join(dir, "out", name))
+		switch {
+		case command == "true":
+			hosts[i] = trueHost(m, strings.Contains(out.String(), "[SUCCESS] "+name+"\n"), fmt.Errorf("failed: %s", out.String()))
+		case err != nil:
+			hosts[i] = trueHost(m, false, fmt.Errorf("no output: %v; parallel-ssh said: %s", err, strings.TrimSpace(out.String())))
+		default:
+			hosts[i] = facts.Parse(b, nonce)
+			hosts[i].Name = m.Name
+		}
+	}
+	return hosts, nil
+}
+
 func summarize(w io.Writer, rs []result) {
 	type key struct {
 		client, command string
@@ -469,22 +548,28 @@ func summarize(w io.Writer, rs []result) {
 		}
 	}
 	sort.Ints(sizes)
-	fmt.Fprintf(w, "\n# medians\n%-6s  %-8s  %-14s  %-14s  %-9s  %-16s  %-16s  %-16s  %-16s  %s\n", "hosts", "command", "gpulayer wall", "openssh wall", "ratio", "gpulayer max RSS", "gpulayer CPU", "openssh CPU", "sandbox CPU (g)", "load1")
+	fmt.Fprintf(w, "\n# medians\n%-6s  %-8s  %-14s  %-14s  %-9s  %-14s  %-9s  %-16s  %-16s  %-16s  %-16s  %s\n", "hosts", "command", "gpulayer wall", "openssh wall", "ratio", "pssh wall", "ratio", "gpulayer max RSS", "gpulayer CPU", "openssh CPU", "sandbox CPU (g)", "load1")
 	for _, n := range sizes {
 		for _, command := range []string{"probe", "true"} {
-			g, o := groups[key{"gpulayer", command, n}], groups[key{"openssh", command, n}]
+			g, o, p := groups[key{"gpulayer", command, n}], groups[key{"openssh", command, n}], groups[key{"pssh", command, n}]
 			if len(g) == 0 {
 				continue
 			}
-			gw := stats.Median(g, func(r result) float64 { return r.WallSeconds })
-			ow := stats.Median(o, func(r result) float64 { return r.WallSeconds })
-			fmt.Fprintf(w, "%-6d  %-8s  %-14s  %-14s  %-9s  %-16s  %-16s  %-16s  %-16s  %.1f\n", n, command,
-				fmt.Sprintf("%.3f s", gw), fmt.Sprintf("%.3f s", ow), fmt.Sprintf("%.2fx", gw/ow),
+			wall := func(r result) float64 { return r.WallSeconds }
+			gw, ow := stats.Median(g, wall), stats.Median(o, wall)
+			pw, pratio := "-", "-"
+			if len(p) > 0 {
+				pw = fmt.Sprintf("%.3f s", stats.Median(p, wall))
+				pratio = fmt.Sprintf("%.2fx", gw/stats.Median(p, wall))
+			}
+			all := append(append(g[:len(g):len(g)], o...), p...)
+			fmt.Fprintf(w, "%-6d  %-8s  %-14s  %-14s  %-9s  %-14s  %-9s  %-16s  %-16s  %-16s  %-16s  %.1f\n", n, command,
+				fmt.Sprintf("%.3f s", gw), fmt.Sprintf("%.3f s", ow), fmt.Sprintf("%.2fx", gw/ow), pw, pratio,
 				fmt.Sprintf("%.1f MiB", stats.Median(g, func(r result) float64 { return r.MaxRSSMiB })),
 				fmt.Sprintf("%.2f s", stats.Median(g, func(r result) float64 { return r.CPUSeconds })),
 				fmt.Sprintf("%.2f s", stats.Median(o, func(r result) float64 { return r.CPUSeconds })),
 				fmt.Sprintf("%.2f s", stats.Median(g, func(r result) float64 { return r.SandboxCPU })),
-				stats.Median(append(g[:len(g):len(g)], o...), func(r result) float64 { return r.Load1 }))
+				stats.Median(all, func(r result) float64 { return r.Load1 }))
 		}
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"sync"
 	"syscall"
 	"time"
 )
@@ -17,15 +16,14 @@ import (
 // SIGTERM, then SIGKILL for those still there after a grace period. On
 // systems without /proc there is nothing to find and nothing is done.
 func stopProcesses(machinesDir string) error {
-	under := func(machine []byte) bool { return bytes.HasPrefix(machine, []byte(machinesDir)) }
-	pids := pidsOf(machineProcesses(under))
+	pids := walkedUnder(machinesDir)
 	for _, p := range pids {
 		_ = syscall.Kill(p, syscall.SIGTERM)
 	}
 	deadline := time.Now().Add(3 * time.Second)
 	for len(pids) > 0 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
-		pids = pidsOf(machineProcesses(under))
+		pids = walkedUnder(machinesDir)
 	}
 	var errs []error
 	for _, p := range pids {
@@ -53,43 +51,6 @@ func (p machineProcess) getenv(name string) (string, bool) {
 	return "", false
 }
 
-// machineProcesses lists, by pid, the live (not zombie) processes other
-// than this one whose GPULAYER_SANDBOX_MACHINE value machine accepts.
-// Every process started through a machine's SSH server inherits that
-// variable; it is how a machine's processes are told from the others' on
-// the same computer.
-func machineProcesses(machine func(dir []byte) bool) []machineProcess {
-	var procs []machineProcess
-	for _, p := range walks.get() {
-		if machine(p.dir) {
-			procs = append(procs, p.machineProcess)
-		}
-	}
-	return procs
-}
-
-// walks coalesces the walks of /proc that machines make at the same
-// moment: every machine of a fleet probed at once runs nvidia-smi, whose
-// answer walks every process of this computer, where all the machines'
-// processes are (64 machines: 64 walks of the 64 machines' processes). A
-// walk serves every caller that asked before it began, so each still
-// sees what ran when it asked or later, and 64 callers cost a few walks.
-var walks processWalks
-
-type processWalks struct {
-	mu      sync.Mutex
-	running bool
-	// next is the walk the callers that asked while one ran wait for.
-	next *processWalk
-	// made counts the walks made, for the test that they are shared.
-	made int
-}
-
-type processWalk struct {
-	done  chan struct{}
-	procs []sandboxProcess
-}
-
 // sandboxProcess is a process started on a machine of some sandbox, and
 // that machine's directory.
 type sandboxProcess struct {
@@ -97,44 +58,15 @@ type sandboxProcess struct {
 	dir []byte
 }
 
-// get returns the processes of a walk begun after it was called.
-func (w *processWalks) get() []sandboxProcess {
-	w.mu.Lock()
-	if w.next == nil {
-		w.next = &processWalk{done: make(chan struct{})}
-	}
-	walk := w.next
-	if !w.running {
-		w.running, w.next = true, nil
-		go w.run(walk)
-	}
-	w.mu.Unlock()
-	<-walk.done
-	return walk.procs
-}
-
-// run makes walk, then the one callers asked for meanwhile, until none is
-// asked for.
-func (w *processWalks) run(walk *processWalk) {
-	for walk != nil {
-		walk.procs = walkProcesses()
-		close(walk.done)
-		w.mu.Lock()
-		w.made++
-		walk, w.next = w.next, nil
-		w.running = walk != nil
-		w.mu.Unlock()
-	}
-}
-
 // walkProcesses lists, by pid, the live processes other than this one
-// that carry GPULAYER_SANDBOX_MACHINE.
+// that carry GPULAYER_SANDBOX_MACHINE, reading every process's
+// environment: what the index (procindex.go) must agree with, and what
+// stopping a sandbox trusts.
 func walkProcesses() []sandboxProcess {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
 	}
-	marker := []byte(machineEnv + "=")
 	self := os.Getpid()
 	var procs []sandboxProcess
 	for _, e := range entries {
@@ -149,14 +81,7 @@ func walkProcesses() []sandboxProcess {
 		if len(env) == 0 {
 			env = settledEnviron(pid)
 		}
-		var dir []byte
-		found := false
-		for kv := range bytes.SplitSeq(env, []byte{0}) {
-			if d, ok := bytes.CutPrefix(kv, marker); ok {
-				dir, found = d, true
-				break
-			}
-		}
+		dir, found := machineOf(env)
 		if !found || zombie(pid) {
 			continue
 		}
@@ -164,6 +89,18 @@ func walkProcesses() []sandboxProcess {
 	}
 	slices.SortFunc(procs, func(a, b sandboxProcess) int { return a.pid - b.pid })
 	return procs
+}
+
+// walkedUnder lists, by pid, the processes of machines under machinesDir
+// that a walk of every process finds: stopping a sandbox trusts no index.
+func walkedUnder(machinesDir string) []int {
+	var pids []int
+	for _, p := range walkProcesses() {
+		if bytes.HasPrefix(p.dir, []byte(machinesDir)) {
+			pids = append(pids, p.pid)
+		}
+	}
+	return pids
 }
 
 func pidsOf(procs []machineProcess) []int {

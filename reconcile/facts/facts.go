@@ -72,10 +72,12 @@ type Host struct {
 
 // Location sources, from the most trusted to the least.
 const (
-	SourceProvider    = "provider"     // the record of the provider that created the machine
-	SourceGCEMetadata = "gce-metadata" // the machine's GCE metadata server
-	SourceHost        = "host"         // the host block of the configuration
-	SourceFleet       = "fleet"        // the fleet's defaults
+	SourceProvider      = "provider"       // the record of the provider that created the machine
+	SourceGCEMetadata   = "gce-metadata"   // the machine's GCE metadata server
+	SourceEC2Metadata   = "ec2-metadata"   // the machine's EC2 instance metadata service (IMDSv2)
+	SourceAzureMetadata = "azure-metadata" // the machine's Azure instance metadata service
+	SourceHost          = "host"           // the host block of the configuration
+	SourceFleet         = "fleet"          // the fleet's defaults
 )
 
 // Location is where a host is. Source names the most trusted source that

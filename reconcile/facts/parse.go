@@ -16,6 +16,8 @@ const (
 	sectionUname       = "uname"
 	sectionProductName = "product_name"
 	sectionGCEZone     = "gce_zone"
+	sectionEC2Location = "ec2_location"
+	sectionAzureLoc    = "azure_location"
 	sectionTorch       = "torch"
 	sectionTorchrun    = "torchrun"
 	sectionGPUs        = "gpus"
@@ -52,9 +54,9 @@ type section struct {
 // could not be read. A machine that prints garbage gets a Host full of
 // warnings; only output with none of the script's sections, which no run
 // of the script prints, is StatusFailed. What is kept is bounded by the
-// limits of limits.go. Location holds only the GCE metadata claim, when
-// there is one; the caller merges it with the configuration's
-// (ResolveLocation). Name, Address and ProbedAt are the caller's to set.
+// limits of limits.go. Location holds only the metadata service's claim
+// (GCE, EC2 or Azure), when there is one; the caller merges it with the
+// configuration's (ResolveLocation). Name, Address and ProbedAt are the caller's to set.
 func Parse(output []byte, nonce string) Host {
 	h := Host{Status: StatusOK, GPUs: []GPU{}, FreeGPUs: []int{}}
 	if len(output) > MaxOutputBytes {
@@ -100,6 +102,12 @@ func Parse(output []byte, nonce string) Host {
 		h.ProductName = h.field("product name", firstLine(s.text))
 	}
 	h.parseGCEZone(secs)
+	if s, ok := secs[sectionEC2Location]; ok {
+		h.parseEC2Location(s)
+	}
+	if s, ok := secs[sectionAzureLoc]; ok {
+		h.parseAzureLocation(s)
+	}
 	if s, ok := need(sectionTorch); ok {
 		h.parseTorch(s)
 	}
@@ -239,29 +247,6 @@ func indexAtLineStart(s, sub string) int {
 		}
 		off += i + 1
 	}
-}
-
-func (h *Host) parseGCEZone(secs map[string]section) {
-	s, ok := secs[sectionGCEZone]
-	if !ok {
-		if strings.Contains(h.ProductName, "Google Compute Engine") {
-			h.warn("the machine says it is on Google Compute Engine but its metadata zone was not asked")
-		}
-		return
-	}
-	v := h.field("GCE metadata zone", firstLine(s.text))
-	if s.exit != 0 || v == "" {
-		h.warn("GCE metadata server: no zone (exit %d)", s.exit)
-		return
-	}
-	// The server answers projects/NUMBER/zones/ZONE.
-	zone := v[strings.LastIndexByte(v, '/')+1:]
-	region := GCERegion(zone)
-	if region == "" {
-		h.warn("GCE metadata server: unexpected zone %q", clip(v))
-		return
-	}
-	h.Location = Location{Region: region, Zone: zone, Source: SourceGCEMetadata}
 }
 
 func (h *Host) parseTorch(s section) {

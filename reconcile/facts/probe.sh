@@ -70,15 +70,101 @@ gpulayer_uname() {
 	uname -s -r -m
 }
 
-gpulayer_gce_zone() {
-	gpulayer_url=http://169.254.169.254/computeMetadata/v1/instance/zone
+# gpulayer_fetch HEADER URL prints what the instance metadata service
+# answers at URL to a request with HEADER, within 1 s (a few more under
+# timeout(1), should the client hang). Never through a proxy: the service
+# is the link-local address of the machine's own cloud.
+gpulayer_fetch() {
 	if command -v curl >/dev/null 2>&1; then
-		gpulayer_bounded 3 curl -fsS -m 1 -H 'Metadata-Flavor: Google' "$gpulayer_url"
+		gpulayer_bounded 3 curl -fsS -m 1 --noproxy '*' -H "$1" "$2"
 	elif command -v wget >/dev/null 2>&1; then
-		gpulayer_bounded 3 wget -q -T 1 -t 1 --header='Metadata-Flavor: Google' -O - "$gpulayer_url"
+		gpulayer_bounded 3 wget -q -T 1 -t 1 --header="$1" -O - "$2"
 	else
 		return 127
 	fi
+}
+
+gpulayer_gce_zone() {
+	gpulayer_fetch 'Metadata-Flavor: Google' "$gpulayer_md/computeMetadata/v1/instance/zone"
+}
+
+# gpulayer_ec2_location prints the availability zone and the region, a
+# line each, from the EC2 instance metadata service, IMDSv2: a session
+# token first (PUT), then each value asked with it; each request 1 s at
+# most. A token that does not look like one (status 2) is never sent.
+# wget only where it knows --method (GNU's); busybox's cannot PUT.
+gpulayer_ec2_location() {
+	gpulayer_md_url="$gpulayer_md/latest/api/token"
+	if command -v curl >/dev/null 2>&1; then
+		gpulayer_token=$(gpulayer_bounded 3 curl -fsS -m 1 --noproxy '*' -X PUT \
+			-H 'X-aws-ec2-metadata-token-ttl-seconds: 21600' "$gpulayer_md_url") || return
+	elif command -v wget >/dev/null 2>&1; then
+		gpulayer_token=$(gpulayer_bounded 3 wget -q -T 1 -t 1 --method=PUT \
+			--header='X-aws-ec2-metadata-token-ttl-seconds: 21600' -O - "$gpulayer_md_url") || return
+	else
+		return 127
+	fi
+	case $gpulayer_token in
+	'' | *[!A-Za-z0-9+/=_-]*) return 2 ;;
+	esac
+	[ "${#gpulayer_token}" -le 512 ] || return 2
+	gpulayer_md_header="X-aws-ec2-metadata-token: $gpulayer_token"
+	gpulayer_md_zone=$(gpulayer_fetch "$gpulayer_md_header" "$gpulayer_md/latest/meta-data/placement/availability-zone") || return
+	gpulayer_md_region=$(gpulayer_fetch "$gpulayer_md_header" "$gpulayer_md/latest/meta-data/placement/region") || return
+	printf '%s\n%s\n' "$gpulayer_md_zone" "$gpulayer_md_region"
+}
+
+# gpulayer_azure_location prints the Azure instance metadata service's
+# compute document (JSON: location, zone and the rest), which the parser
+# reads.
+gpulayer_azure_location() {
+	gpulayer_fetch 'Metadata: true' "$gpulayer_md/metadata/instance/compute?api-version=2021-02-01"
+}
+
+# gpulayer_dmi NAME sets gpulayer_v to the first line of the machine's DMI
+# field NAME, empty when it has none.
+gpulayer_dmi() {
+	gpulayer_v=
+	if [ -r "$gpulayer_dmi_dir/$1" ]; then
+		IFS= read -r gpulayer_v <"$gpulayer_dmi_dir/$1" || :
+	fi
+}
+
+# gpulayer_location asks the metadata service of the cloud the machine's
+# DMI names, and no other: Google Compute Engine by its product name, EC2
+# by its system vendor (Nitro), or on Xen by its BIOS version or board
+# vendor, Azure by its system vendor and the chassis asset tag Azure gives
+# every VM (a Hyper-V VM elsewhere has the vendor, not the tag). Elsewhere
+# nothing is asked, so no machine waits on a timeout; without DMI (a
+# container, the sandbox) nothing more is read.
+gpulayer_location() {
+	case $gpulayer_product in
+	*'Google Compute Engine'*)
+		gpulayer_section gce_zone gpulayer_gce_zone
+		return
+		;;
+	esac
+	[ -d "$gpulayer_dmi_dir" ] || return 0
+	gpulayer_dmi sys_vendor
+	case $gpulayer_v in
+	'Amazon EC2'*)
+		gpulayer_section ec2_location gpulayer_ec2_location
+		;;
+	'Microsoft Corporation')
+		gpulayer_dmi chassis_asset_tag
+		if [ "$gpulayer_v" = 7783-7084-3265-9085-8269-3286-77 ]; then
+			gpulayer_section azure_location gpulayer_azure_location
+		fi
+		;;
+	Xen | '')
+		gpulayer_dmi bios_version
+		gpulayer_b=$gpulayer_v
+		gpulayer_dmi board_vendor
+		case $gpulayer_b:$gpulayer_v in
+		*amazon*:* | *:'Amazon EC2'*) gpulayer_section ec2_location gpulayer_ec2_location ;;
+		esac
+		;;
+	esac
 }
 
 gpulayer_torch() {
@@ -225,6 +311,10 @@ gpulayer_logs() {
 gpulayer_run_ids() {
 	gpulayer_seen=
 	gpulayer_gone=
+	gpulayer_nl='
+'
+	# An idle machine's: nothing to read, and no here-document to make.
+	[ -n "$gpulayer_apps" ] || return 0
 	while IFS=', ' read -r _ gpulayer_p _; do
 		case $gpulayer_p in
 		'' | *[!0-9]*) continue ;;
@@ -235,8 +325,18 @@ gpulayer_run_ids() {
 		gpulayer_seen="$gpulayer_seen $gpulayer_p"
 		gpulayer_r=
 		if [ -r "/proc/$gpulayer_p/environ" ]; then
-			gpulayer_r=$(tr '\000' '\n' <"/proc/$gpulayer_p/environ" 2>/dev/null |
-				sed -n '/^GPULAYER_RUN_ID=/{s///p;q;}')
+			# One process (tr), not a pipeline of two: the variable is then
+			# found with builtins. Each variable becomes one line (a newline
+			# inside a value becomes \001 first), so no other variable's
+			# value can pass for it.
+			gpulayer_e=$(tr '\012\000' '\001\012' <"/proc/$gpulayer_p/environ" 2>/dev/null)
+			case $gpulayer_nl$gpulayer_e in
+			*"$gpulayer_nl"GPULAYER_RUN_ID=*)
+				gpulayer_r=$gpulayer_nl$gpulayer_e
+				gpulayer_r=${gpulayer_r#*"$gpulayer_nl"GPULAYER_RUN_ID=}
+				gpulayer_r=${gpulayer_r%%"$gpulayer_nl"*}
+				;;
+			esac
 		fi
 		# Looked at after the read: a process that ended while it was
 		# read left nothing to read.
@@ -303,13 +403,29 @@ gpulayer_claims() {
 # Fabric sections below them: each GPU's NVLink fabric registration (state,
 # status, clique id, cluster UUID), which places machines of one multi-node
 # NVLink domain together. The rest, a few hundred lines per GPU, is dropped
-# here with builtins, so a probe stays small and forks nothing more.
+# here with builtins, so a probe stays small and forks nothing more. The
+# output is split into lines by the shell's field splitting (IFS a
+# newline, no globbing), not read line by line: `read` takes a byte per
+# system call, and a whole -q output is tens of kilobytes. Empty lines,
+# which splitting drops, are never kept anyway. The most common lines (the
+# details below a heading, 8 spaces in) are tested first. Output with no
+# Fabric section at all (older drivers, PCIe GPUs) prints nothing: its GPU
+# lines alone say nothing of a fabric.
 gpulayer_fabric() {
 	gpulayer_q=$(gpulayer_bounded 20 nvidia-smi -q)
 	gpulayer_s=$?
+	case $gpulayer_q in
+	*'    Fabric'*) ;;
+	*) return "$gpulayer_s" ;;
+	esac
 	gpulayer_in=
-	while IFS= read -r gpulayer_line; do
+	gpulayer_ifs=$IFS
+	IFS='
+'
+	set -f
+	for gpulayer_line in $gpulayer_q; do
 		case $gpulayer_line in
+		'        '*) [ -z "$gpulayer_in" ] || printf '%s\n' "$gpulayer_line" ;;
 		'GPU '*)
 			gpulayer_in=
 			printf '%s\n' "$gpulayer_line"
@@ -318,12 +434,11 @@ gpulayer_fabric() {
 			gpulayer_in=1
 			printf '%s\n' "$gpulayer_line"
 			;;
-		'        '*) [ -z "$gpulayer_in" ] || printf '%s\n' "$gpulayer_line" ;;
 		*) gpulayer_in= ;;
 		esac
-	done <<gpulayer_end_of_q
-$gpulayer_q
-gpulayer_end_of_q
+	done
+	set +f
+	IFS=$gpulayer_ifs
 	return "$gpulayer_s"
 }
 
@@ -342,14 +457,16 @@ gpulayer_probe() {
 	fi
 	gpulayer_section uname gpulayer_uname
 
-	gpulayer_product=
-	if [ -r /sys/class/dmi/id/product_name ]; then
-		IFS= read -r gpulayer_product </sys/class/dmi/id/product_name || :
-	fi
+	# GPULAYER_TEST_DMI_DIR and GPULAYER_TEST_METADATA_URL are for
+	# gpulayer's own tests only (a fake machine's DMI, a fake metadata
+	# service on loopback); docs/facts.md says so. A machine that sets them
+	# only changes its own claims, which rank below a provider's record.
+	gpulayer_dmi_dir=${GPULAYER_TEST_DMI_DIR:-/sys/class/dmi/id}
+	gpulayer_md=${GPULAYER_TEST_METADATA_URL:-http://169.254.169.254}
+	gpulayer_dmi product_name
+	gpulayer_product=$gpulayer_v
 	gpulayer_section product_name printf '%s\n' "$gpulayer_product"
-	case $gpulayer_product in
-	*'Google Compute Engine'*) gpulayer_section gce_zone gpulayer_gce_zone ;;
-	esac
+	gpulayer_location
 
 	gpulayer_section torch gpulayer_torch
 	# Where torchrun is on this PATH (the one a launch has): a builtin, no

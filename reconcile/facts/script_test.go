@@ -135,3 +135,96 @@ func TestScriptOnAMachineWithoutNvidiaSMI(t *testing.T) {
 		t.Errorf("torchrun %s, want known to be missing (\"\")", pathOf(h.Torchrun))
 	}
 }
+
+// appsNvidiaSMI is a one-GPU machine whose compute processes are the pids
+// in $APPS, as nvidia-smi lists them.
+const appsNvidiaSMI = `#!/bin/sh
+case "$*" in
+*--query-gpu=*) printf '0, GPU-0, NVIDIA A100-SXM4-80GB, 00000000:07:00.0, 81920, 2048, 550.90.07\n' ;;
+*--query-compute-apps=*) for p in $APPS; do printf 'GPU-0, %s, 1024\n' "$p"; done ;;
+*) exit 2 ;;
+esac
+`
+
+// TestScriptReadsEachGPUProcesssRunID runs probe.sh under each shell
+// machines have as sh: a GPU process's run id is the GPULAYER_RUN_ID of
+// its environment, and never another variable's value that holds a
+// newline and the same text; a process without one has none.
+func TestScriptReadsEachGPUProcesssRunID(t *testing.T) {
+	start := func(env ...string) int {
+		t.Helper()
+		cmd := exec.Command("sleep", "30")
+		cmd.Env = env
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		})
+		return cmd.Process.Pid
+	}
+	job := start("FORGED=x\nGPULAYER_RUN_ID=r-forged", "GPULAYER_RUN_ID=r0123456789abcdef", "CUDA_VISIBLE_DEVICES=0")
+	forgedOnly := start("FORGED=x\nGPULAYER_RUN_ID=r-forged")
+	other := start("HOME=/nonexistent")
+	for shell, bin := range probeShells(t) {
+		t.Run(shell, func(t *testing.T) {
+			if err := os.WriteFile(filepath.Join(bin, "nvidia-smi"), []byte(appsNvidiaSMI), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range []string{"tr", "cat"} {
+				if p, err := exec.LookPath(c); err == nil {
+					_ = os.Symlink(p, filepath.Join(bin, c))
+				}
+			}
+			apps := strconv.Itoa(job) + " " + strconv.Itoa(forgedOnly) + " " + strconv.Itoa(other)
+			out, _ := runProbeIn(t, bin, []string{"APPS=" + apps})
+			h := Parse(out, testNonce)
+			got := map[int]string{}
+			for _, p := range h.GPUs[0].Processes {
+				got[p.PID] = p.RunID
+			}
+			want := map[int]string{job: "r0123456789abcdef", forgedOnly: "", other: ""}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("run ids %v, want %v (warnings %q)", got, want, h.Warnings)
+			}
+		})
+	}
+}
+
+// noFabricNvidiaSMI is a machine whose driver prints no Fabric section.
+const noFabricNvidiaSMI = `#!/bin/sh
+case "$*" in
+*--query-gpu=*) printf '0, GPU-0, NVIDIA A100-SXM4-80GB, 00000000:07:00.0, 81920, 0, 525.105.17\n' ;;
+*--query-compute-apps=*) ;;
+-q) printf '\n==============NVSMI LOG==============\n\nDriver Version : 525.105.17\nGPU 00000000:07:00.0\n    Product Name : NVIDIA A100-SXM4-80GB\n        Bus : 0x07\n' ;;
+*) exit 2 ;;
+esac
+`
+
+// A driver without any Fabric section gives an empty fabric section (its
+// GPU lines alone say nothing), and a machine in no NVLink domain,
+// without a warning.
+func TestScriptKeepsNothingOfNvidiaSMIQWithoutAFabric(t *testing.T) {
+	for shell, bin := range probeShells(t) {
+		t.Run(shell, func(t *testing.T) {
+			if err := os.WriteFile(filepath.Join(bin, "nvidia-smi"), []byte(noFabricNvidiaSMI), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			out, _ := runProbeIn(t, bin, nil)
+			secs, _, _ := splitSections(string(out), testNonce)
+			if s, ok := secs[sectionFabric]; !ok || s.text != "" || s.exit != 0 {
+				t.Errorf("fabric section %+v (present %v), want empty with exit 0", s, ok)
+			}
+			h := Parse(out, testNonce)
+			if h.NVLinkDomain != "" || len(h.GPUs) != 1 || h.GPUs[0].Fabric != nil {
+				t.Errorf("domain %q, GPUs %+v", h.NVLinkDomain, h.GPUs)
+			}
+			for _, w := range h.Warnings {
+				if strings.Contains(w, "fabric") || strings.Contains(w, "-q") {
+					t.Errorf("warning %q", w)
+				}
+			}
+		})
+	}
+}

@@ -169,3 +169,68 @@ func TestFleetFailsAMachineThatFloodsAPoolCappedAtTheProbeLimit(t *testing.T) {
 		t.Fatalf("status %q error %q", h.Status, h.Error)
 	}
 }
+
+// withSection is probe output (frames) with one more section, given
+// before the end marker.
+func withSection(nonce, name, text string) []byte {
+	out := string(frames(nonce, ""))
+	done := "==gpulayer:" + nonce + ":done\n"
+	return []byte(strings.TrimSuffix(out, done) + "==gpulayer:" + nonce + ":begin:" + name + "\n" + text + "\n==gpulayer:" + nonce + ":end:" + name + ":0\n" + done)
+}
+
+// EC2's and Azure's metadata rank as GCE's does: above the configuration,
+// with a warning naming the service when they disagree; an Azure VM in no
+// zone keeps a configured zone only of its own region.
+func TestHostTakesEC2AndAzureMetadataAboveTheConfiguration(t *testing.T) {
+	ec2 := answer(func(n string) (ssh.Result, error) {
+		return ssh.Result{Stdout: withSection(n, "ec2_location", "us-east-1a\nus-east-1")}, nil
+	})
+	azureZonal := answer(func(n string) (ssh.Result, error) {
+		return ssh.Result{Stdout: withSection(n, "azure_location", `{"location":"eastus","zone":"2"}`)}, nil
+	})
+	azureRegional := answer(func(n string) (ssh.Result, error) {
+		return ssh.Result{Stdout: withSection(n, "azure_location", `{"location":"eastus","zone":""}`)}, nil
+	})
+	cases := []struct {
+		name                 string
+		machine              answer
+		host, fleet          facts.LocationClaim
+		warning              string
+		region, zone, source string
+	}{
+		{"ec2 another region", ec2, facts.LocationClaim{}, facts.LocationClaim{Region: "eu-west-1", Zone: "eu-west-1a"},
+			`the machine's EC2 metadata names region "us-east-1" where the configuration says "eu-west-1" and zone "us-east-1a" where the configuration says "eu-west-1a"; the metadata is used, as it ranks above the configuration`,
+			"us-east-1", "us-east-1a", facts.SourceEC2Metadata},
+		{"ec2 agrees", ec2, facts.LocationClaim{Zone: "us-east-1a", NetworkGroup: "pg-1"}, facts.LocationClaim{Region: "us-east-1"}, "",
+			"us-east-1", "us-east-1a", facts.SourceEC2Metadata},
+		{"azure zone", azureZonal, facts.LocationClaim{}, facts.LocationClaim{Region: "eastus", Zone: "eastus-1"},
+			`the machine's Azure metadata names zone "eastus-2" where the configuration says "eastus-1"; the metadata is used, as it ranks above the configuration`,
+			"eastus", "eastus-2", facts.SourceAzureMetadata},
+		{"azure no zone, the configuration's of its region", azureRegional, facts.LocationClaim{Zone: "eastus-3"}, facts.LocationClaim{Region: "eastus"}, "",
+			"eastus", "eastus-3", facts.SourceAzureMetadata},
+		{"azure no zone, the configuration's of another region", azureRegional, facts.LocationClaim{}, facts.LocationClaim{Region: "westeurope", Zone: "westeurope-1"},
+			`the machine's Azure metadata names region "eastus" where the configuration says "westeurope"; the metadata is used, as it ranks above the configuration`,
+			"eastus", "", facts.SourceAzureMetadata},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := probe.Machine{Name: "m", Host: c.host, FleetDefaults: c.fleet}
+			h := probe.Host(context.Background(), c.machine, m, probe.Options{})
+			if h.Status != facts.StatusOK {
+				t.Fatalf("status %q: %s", h.Status, h.Error)
+			}
+			var got []string
+			for _, w := range h.Warnings {
+				if strings.Contains(w, "metadata") {
+					got = append(got, w)
+				}
+			}
+			if (c.warning == "" && len(got) != 0) || (c.warning != "" && (len(got) != 1 || got[0] != c.warning)) {
+				t.Errorf("warnings %q, want %q", got, c.warning)
+			}
+			if h.Location.Region != c.region || h.Location.Zone != c.zone || h.Location.Source != c.source {
+				t.Errorf("location %+v, want %s/%s from %s", h.Location, c.region, c.zone, c.source)
+			}
+		})
+	}
+}

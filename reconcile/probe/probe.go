@@ -158,10 +158,7 @@ func Host(ctx context.Context, r Runner, m Machine, opts Options) facts.Host {
 	h.Fleet = m.Fleet
 	h.Address = m.Target.Address
 	h.Port = m.Target.Port
-	gce := facts.LocationClaim{}
-	if h.Location.Source == facts.SourceGCEMetadata {
-		gce = facts.LocationClaim{Source: facts.SourceGCEMetadata, Region: h.Location.Region, Zone: h.Location.Zone}
-	}
+	metadata := facts.MetadataClaim(h.Location)
 	provider := facts.LocationClaim{}
 	if m.Provider != nil {
 		provider = *m.Provider
@@ -169,23 +166,39 @@ func Host(ctx context.Context, r Runner, m Machine, opts Options) facts.Host {
 	}
 	host, fleet := m.Host, m.FleetDefaults
 	host.Source, fleet.Source = facts.SourceHost, facts.SourceFleet
-	h.Location = facts.ResolveLocation(provider, gce, host, fleet)
-	if w := metadataDisagrees(gce, facts.ResolveLocation(host, fleet)); w != "" && provider.Zone == "" {
+	host, fleet = facts.BesideMetadata(metadata, host, fleet)
+	h.Location = facts.ResolveLocation(provider, metadata, host, fleet)
+	if w := metadataDisagrees(metadata, facts.ResolveLocation(host, fleet)); w != "" && provider.Zone == "" {
 		h.Warnings = append(h.Warnings, w)
 	}
 	h.ProbedAt = now().UTC()
 	return h
 }
 
-// metadataDisagrees says where the machine's GCE metadata names another
-// region or zone than the configuration. The metadata wins (docs/facts.md,
-// ADR-0021), but a configuration that says otherwise is likely a mistake
-// on one side, and the user should not learn of it from a placement.
-func metadataDisagrees(gce facts.LocationClaim, config facts.Location) string {
+// metadataName is how warnings name the metadata service a location
+// source is, "" for a source that is none.
+func metadataName(source string) string {
+	switch source {
+	case facts.SourceGCEMetadata:
+		return "GCE"
+	case facts.SourceEC2Metadata:
+		return "EC2"
+	case facts.SourceAzureMetadata:
+		return "Azure"
+	}
+	return ""
+}
+
+// metadataDisagrees says where the machine's metadata service (GCE, EC2,
+// Azure) names another region or zone than the configuration. The
+// metadata wins (docs/facts.md, ADR-0021), but a configuration that says
+// otherwise is likely a mistake on one side, and the user should not
+// learn of it from a placement.
+func metadataDisagrees(md facts.LocationClaim, config facts.Location) string {
 	var diffs []string
 	for _, f := range []struct{ name, machine, config string }{
-		{"region", gce.Region, config.Region},
-		{"zone", gce.Zone, config.Zone},
+		{"region", md.Region, config.Region},
+		{"zone", md.Zone, config.Zone},
 	} {
 		if f.machine != "" && f.config != "" && f.machine != f.config {
 			diffs = append(diffs, fmt.Sprintf("%s %q where the configuration says %q", f.name, f.machine, f.config))
@@ -194,7 +207,7 @@ func metadataDisagrees(gce facts.LocationClaim, config facts.Location) string {
 	if len(diffs) == 0 {
 		return ""
 	}
-	return "the machine's GCE metadata names " + strings.Join(diffs, " and ") +
+	return "the machine's " + metadataName(md.Source) + " metadata names " + strings.Join(diffs, " and ") +
 		"; the metadata is used, as it ranks above the configuration"
 }
 
