@@ -35,6 +35,10 @@ type Plan struct {
 	Fleets []FleetChange `json:"fleets"`
 	// Warnings are things a reviewer should know that change nothing.
 	Warnings []string `json:"warnings"`
+	// EndedWaits are the jobs whose wait records (state.Wait) apply
+	// removes: placed, no longer configured, or no longer waiting. Name
+	// order; absent when none.
+	EndedWaits []string `json:"ended_waits,omitempty"`
 	Summary  Summary  `json:"summary"`
 	// MadeAt is the time the plan's lifecycle pass decided by.
 	MadeAt time.Time `json:"made_at"`
@@ -138,17 +142,25 @@ type JobChange struct {
 	// Run is the lifecycle pass's report on the job's run: how it ended,
 	// its restarts; nil when there is nothing to report.
 	Run *RunReport `json:"run,omitempty"`
+	// Wait is the max_wait decision of a job whose policy has one and
+	// that could be placed now only looser than a network group: it
+	// waits for a tighter group, or is placed now (wait.go); nil
+	// otherwise.
+	Wait *WaitReport `json:"wait,omitempty"`
+	// Swap says the job's restart keeps its surviving nodes and replaces
+	// only its lost ones (hotswap.go); nil otherwise.
+	Swap *SwapReport `json:"swap,omitempty"`
 }
 
 // HasRecords says apply has run ends (or other observations) to write
 // into state, even where the plan changes nothing.
 func (p *Plan) HasRecords() bool {
 	for _, c := range p.Jobs {
-		if c.Run != nil && c.Run.Record {
+		if c.Run != nil && c.Run.Record || c.Wait != nil && c.Wait.Record {
 			return true
 		}
 	}
-	return false
+	return len(p.EndedWaits) > 0
 }
 
 // PriorJob is what state records of a job.
