@@ -39,7 +39,7 @@ type Plan struct {
 	// removes: placed, no longer configured, or no longer waiting. Name
 	// order; absent when none.
 	EndedWaits []string `json:"ended_waits,omitempty"`
-	Summary  Summary  `json:"summary"`
+	Summary    Summary  `json:"summary"`
 	// MadeAt is the time the plan's lifecycle pass decided by.
 	MadeAt time.Time `json:"made_at"`
 }
@@ -156,11 +156,11 @@ type JobChange struct {
 // into state, even where the plan changes nothing.
 func (p *Plan) HasRecords() bool {
 	for _, c := range p.Jobs {
-		if c.Run != nil && c.Run.Record || c.Wait != nil && c.Wait.Record {
+		if c.Run != nil && c.Run.Record {
 			return true
 		}
 	}
-	return len(p.EndedWaits) > 0
+	return p.HasWaitRecords()
 }
 
 // PriorJob is what state records of a job.

@@ -234,6 +234,19 @@ func (pl *planner) endedWaits() {
 	}
 }
 
+// HasWaitRecords says the plan starts or ends a wait record.
+func (p *Plan) HasWaitRecords() bool {
+	if len(p.EndedWaits) > 0 {
+		return true
+	}
+	for _, c := range p.Jobs {
+		if c.Wait != nil && c.Wait.Waiting && c.Wait.Record {
+			return true
+		}
+	}
+	return false
+}
+
 // RecordWaits writes a plan's wait decisions into state: the start of
 // each new wait, and the end of those that ended (EndedWaits). Apply
 // calls it once, before it launches anything: a launch that then fails
