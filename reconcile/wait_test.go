@@ -1,6 +1,9 @@
 package reconcile_test
 
 import (
+	"bytes"
+	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -8,6 +11,7 @@ import (
 	"github.com/gpulayer/gpulayer/placement"
 	"github.com/gpulayer/gpulayer/reconcile"
 	"github.com/gpulayer/gpulayer/reconcile/facts"
+	"github.com/gpulayer/gpulayer/reconcile/planview"
 	"github.com/gpulayer/gpulayer/reconcile/state"
 )
 
@@ -194,4 +198,33 @@ func TestMaxWaitAndExpectedDurationChangeNoRunningJobsHash(t *testing.T) {
 	}
 	p := reconcile.MakePlan(input(cfg, st, doc))
 	action(t, p, "train", reconcile.ActionNoOp)
+}
+
+// TestWaitingPlanRenders pins the text, markdown and JSON of a plan whose
+// job waits for a tighter group: three renderings of one value.
+func TestWaitingPlanRenders(t *testing.T) {
+	p := reconcile.MakePlan(waitInput(t, state.New(), time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)))
+	var text, md, js bytes.Buffer
+	if err := planview.Text(&text, p, planview.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := planview.Markdown(&md, p); err != nil {
+		t.Fatal(err)
+	}
+	enc := json.NewEncoder(&js)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(p); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`waiting_for_group: waiting for network group rack-3: job "pretrain" is expected to free 2 machines in ~12m`,
+		"starts waiting now (2026-12-01T12:00:00Z); placed at the looser level after 2026-12-01T12:15:00Z",
+	} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, text.String())
+		}
+	}
+	assertGolden(t, filepath.Join("testdata", "plan", "wait-for-group.txt"), text.Bytes())
+	assertGolden(t, filepath.Join("testdata", "plan", "wait-for-group.md"), md.Bytes())
+	assertGolden(t, filepath.Join("testdata", "plan", "wait-for-group.json"), js.Bytes())
 }
