@@ -38,6 +38,10 @@ type WaitEstimate struct {
 	Location Location  `json:"location"`
 	At       time.Time `json:"at"`
 	Holders  []Holder  `json:"holders,omitempty"`
+	// Takes are the machines and GPUs the job would take then: a caller
+	// estimating several jobs promises them to this one, so that no
+	// other job counts on them or is placed on those free now.
+	Takes []Placement `json:"takes,omitempty"`
 	// Overdue are the jobs past their expected end that hold machines: a
 	// job overdue may end any moment or run for hours, so it is counted
 	// as holding its machines, never as freeing them now. Name order.
@@ -118,6 +122,7 @@ func EstimateWait(job Job, policy Policy, workers []Worker, releases []Release, 
 			}
 			est.Wait, est.Level, est.Location, est.At = true, l, d.Location.Upto(l), t
 			est.Holders = holders(d, future[:i])
+			est.Takes = d.Workers
 			return est
 		}
 	}

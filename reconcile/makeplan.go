@@ -171,8 +171,11 @@ type planner struct {
 	machineGone map[string]Reason
 	creating    []creation
 	// workers are the workers of the last placement pass, before it
-	// placed anything (what a wait estimate starts from).
-	workers []placement.Worker
+	// placed anything (what a wait estimate starts from); promised, the
+	// GPUs the jobs that wait for a tighter group count on (wait.go),
+	// which no other job is placed on.
+	workers  []placement.Worker
+	promised map[string]topology.DeviceSet
 }
 
 func (pl *planner) targeted(name string) bool {

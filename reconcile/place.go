@@ -78,7 +78,9 @@ func (pl *planner) schedule() map[string]placement.Decision {
 		if _, gone := pl.machineGone[name]; gone || !h.usable() {
 			continue
 		}
-		workers = append(workers, worker(h, released, held[name], kept[name], pl.st.Lineage))
+		w := worker(h, released, held[name], kept[name], pl.st.Lineage)
+		w.Free &^= pl.promised[name] // held for a job that waits for them (wait.go)
+		workers = append(workers, w)
 	}
 	pl.workers = slices.Clone(workers)
 	swapped := pl.hotSwaps(workers)

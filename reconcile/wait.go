@@ -38,6 +38,9 @@ type WaitReport struct {
 	Overdue []string `json:"overdue,omitempty"`
 	// Record says apply writes Since into state: the wait is new.
 	Record bool `json:"record"`
+	// takes are the machines and GPUs the estimate counts on, promised
+	// to this job.
+	takes []placement.Placement
 }
 
 // waits makes the max_wait decision of every job placed in this pass at a
@@ -48,6 +51,21 @@ func (pl *planner) waits(decisions map[string]placement.Decision) bool {
 	var releases []placement.Release
 	releasesMade := false
 	again := false
+	// promised are the machines and GPUs the jobs that wait count on: a
+	// job estimated after them does not count on the same ones, and the
+	// next pass places no job on those free now (a wait for a group whose
+	// free machines go to others would wait for nothing).
+	pl.promised = map[string]topology.DeviceSet{}
+	promise := func(takes []placement.Placement) {
+		for _, p := range takes {
+			pl.promised[p.Worker] |= topology.DeviceSetOf(p.GPUs...)
+		}
+	}
+	for _, v := range pl.verdicts {
+		if v.wait != nil && v.wait.Waiting {
+			promise(v.wait.takes)
+		}
+	}
 	for _, v := range pl.verdicts {
 		if v.wait != nil && v.wait.Waiting {
 			continue // decided by an earlier pass: it left the pass
@@ -74,8 +92,12 @@ func (pl *planner) waits(decisions map[string]placement.Decision) bool {
 			continue // max_wait is over: placed now
 		}
 		others := pl.othersTaken(decisions, v.name)
+		open := releases
+		if len(pl.promised) > 0 {
+			open = slices.DeleteFunc(slices.Clone(releases), func(r placement.Release) bool { _, ok := pl.promised[r.Worker]; return ok })
+		}
 		job := placement.Job{Name: v.name, Nodes: v.spec.Nodes, GPUsPerNode: v.spec.GPUsPerNode, Torchrun: v.spec.Launcher == config.LauncherTorchrun}
-		est := placement.EstimateWait(job, Policy(v.spec.Policy), others, releases, d.Level, now, rep.Until)
+		est := placement.EstimateWait(job, Policy(v.spec.Policy), others, open, d.Level, now, rep.Until)
 		rep.Overdue = est.Overdue
 		if !est.Wait {
 			rep.Record = false
@@ -83,6 +105,8 @@ func (pl *planner) waits(decisions map[string]placement.Decision) bool {
 		}
 		at := est.At
 		rep.Waiting, rep.Level, rep.Location, rep.ExpectedAt, rep.Holders = true, est.Level, est.Location, &at, est.Holders
+		rep.takes = est.Takes
+		promise(est.Takes)
 		v.place, again = false, true
 	}
 	return again
@@ -108,13 +132,14 @@ func (pl *planner) releases() []placement.Release {
 }
 
 // othersTaken are the workers of the last pass with the GPUs the other
-// placed jobs of this plan take taken: what a waiting job's estimate
-// starts from.
+// placed jobs of this plan take taken, and the machines promised to the
+// jobs that wait left out: what a waiting job's estimate starts from.
 func (pl *planner) othersTaken(decisions map[string]placement.Decision, job string) []placement.Worker {
 	ws := slices.Clone(pl.workers)
 	at := make(map[string]int, len(ws))
 	for i := range ws {
 		at[ws[i].ID] = i
+		ws[i].Free &^= pl.promised[ws[i].ID]
 	}
 	for name, d := range decisions {
 		if name == job || d.Status != placement.StatusPlaced {

@@ -228,3 +228,23 @@ func TestWaitingPlanRenders(t *testing.T) {
 	assertGolden(t, filepath.Join("testdata", "plan", "wait-for-group.md"), md.Bytes())
 	assertGolden(t, filepath.Join("testdata", "plan", "wait-for-group.json"), js.Bytes())
 }
+
+func TestTwoJobsNeverWaitForTheSameMachines(t *testing.T) {
+	// train waits for rack-3 (a1 free now, a2 and a3 when pretrain
+	// ends): a1 is promised to it, so train2, the same job, neither
+	// counts on rack-3 nor is placed on a1; without a1 no 3 machines
+	// are free, and it waits for machines like any job.
+	src := waitFleetHCL + "\njob \"train2\" {" + strings.SplitAfter(waitFleetHCL, `job "train" {`)[1]
+	cfg, doc := loadConfig(t, src), waitFacts()
+	st := state.New()
+	all := []int{0, 1, 2, 3, 4, 5, 6, 7}
+	running(t, st, doc, cfg, "pretrain", "r-pre1", map[string][]int{"a2": all, "a3": all}, "a2", "a3")
+	p := reconcile.MakePlan(input(cfg, st, doc))
+	c := action(t, p, "train", reconcile.ActionWaiting, reconcile.ReasonWaitingForGroup)
+	if c.Wait.Location.NetworkGroup != "rack-3" {
+		t.Errorf("train waits for %+v", c.Wait.Location)
+	}
+	if c2 := action(t, p, "train2", reconcile.ActionWaiting, reconcile.ReasonUnschedulableNow); c2.Wait != nil {
+		t.Errorf("train2 counts on the machines train waits for: %+v", c2.Wait)
+	}
+}
