@@ -57,9 +57,10 @@ type WaitEstimate struct {
 // The estimate is Schedule itself, run on the machines as they would be
 // at each expected end in turn (GPUs given back, one task fewer), with
 // the group's level required: the first end at which a tighter level
-// holds the job is the wait, at the tightest such level. Only the
-// groups around machines that free are scheduled, so a fleet of
-// hundreds costs a few schedules of a few machines each. Releases at or
+// holds the job is the wait, at the tightest such level. At each end
+// only the groups around the machines that free then are scheduled (the
+// others did not hold the job at the end before and are as they were),
+// so a fleet of hundreds costs a few schedules of a few machines each. Releases at or
 // before now are overdue (see WaitEstimate.Overdue). Pure and
 // deterministic.
 func EstimateWait(job Job, policy Policy, workers []Worker, releases []Release, now Level, at, deadline time.Time) WaitEstimate {
@@ -68,13 +69,19 @@ func EstimateWait(job Job, policy Policy, workers []Worker, releases []Release, 
 	if pol.GroupLocality != LocalityPrefer || now == LevelNetworkGroup {
 		return est
 	}
-	byID := make(map[string]int, len(workers))
+	// The machines releases name, found in one pass over the fleet.
+	idx := map[string]int{}
+	for _, r := range releases {
+		idx[r.Worker] = -1
+	}
 	for i := range workers {
-		byID[workers[i].ID] = i
+		if _, ok := idx[workers[i].ID]; ok {
+			idx[workers[i].ID] = i
+		}
 	}
 	var future []Release
 	for _, r := range releases {
-		if _, ok := byID[r.Worker]; !ok {
+		if idx[r.Worker] < 0 {
 			continue
 		}
 		if !r.At.After(at) {
@@ -92,25 +99,26 @@ func EstimateWait(job Job, policy Policy, workers []Worker, releases []Release, 
 	if len(future) == 0 {
 		return est
 	}
-	// hyp is the fleet at the expected end being tried: the releases up to
-	// it applied, in order, to a copy made once.
-	hyp := slices.Clone(workers)
-	freed := map[string]bool{} // workers a release has given GPUs back on
+	// The fleet at the expected end being tried is workers with what the
+	// releases up to it give back (an overlay, not a copy of the fleet).
+	ov := overlay{gain: map[int]topology.DeviceSet{}, done: map[int]int{}}
 	var scratch []Worker
+	var fresh []int // the workers the releases at t free
 	for i := 0; i < len(future); {
 		t := future[i].At
+		fresh = fresh[:0]
 		for ; i < len(future) && future[i].At.Equal(t); i++ {
 			r := future[i]
-			w := &hyp[byID[r.Worker]]
-			w.Free |= topology.DeviceSetOf(r.GPUs...)
-			w.RunningTasks = max(0, w.RunningTasks-1)
-			freed[r.Worker] = true
+			k := idx[r.Worker]
+			ov.gain[k] |= topology.DeviceSetOf(r.GPUs...)
+			ov.done[k]++
+			fresh = append(fresh, k)
 		}
 		for l := LevelNetworkGroup; l < now; l++ {
 			if pol.Slice != nil && !sliceFits(pol, l) {
 				continue
 			}
-			scratch = aroundFreed(scratch[:0], hyp, freed, l)
+			scratch = ov.around(scratch[:0], workers, fresh, l)
 			if len(scratch) < job.Nodes {
 				continue
 			}
@@ -136,22 +144,39 @@ func sliceFits(p Policy, l Level) bool {
 	return err == nil && sl <= l
 }
 
-// aroundFreed appends the workers of hyp in a group at level l with a
-// worker a release freed: only those groups can hold the job at l when
-// they could not before.
-func aroundFreed(out []Worker, hyp []Worker, freed map[string]bool, l Level) []Worker {
+// overlay is what releases give back, by worker index: GPUs, and tasks
+// that end.
+type overlay struct {
+	gain map[int]topology.DeviceSet
+	done map[int]int
+}
+
+// around appends copies of the workers in a group at level l with a
+// worker of fresh (those the last releases freed), the overlay applied. A
+// group none of them is in is as it was at the last expected end, when it
+// did not hold the job: only the groups around the machines that free
+// now can hold it when they could not before.
+func (ov overlay) around(out []Worker, workers []Worker, fresh []int, l Level) []Worker {
 	var groups []Location
-	for i := range hyp {
-		if freed[hyp[i].ID] && hyp[i].Location.At(l) != "" {
-			if g := hyp[i].Location.Upto(l); !slices.Contains(groups, g) {
-				groups = append(groups, g)
-			}
+	for _, k := range fresh {
+		if loc := workers[k].Location; loc.At(l) != "" && !slices.Contains(groups, loc.Upto(l)) {
+			groups = append(groups, loc.Upto(l))
 		}
 	}
-	for i := range hyp {
-		if hyp[i].Location.At(l) != "" && slices.Contains(groups, hyp[i].Location.Upto(l)) {
-			out = append(out, hyp[i])
+	if len(groups) == 0 {
+		return out
+	}
+	for i := range workers {
+		loc := workers[i].Location
+		if loc.At(l) == "" || !slices.Contains(groups, loc.Upto(l)) {
+			continue
 		}
+		w := workers[i]
+		if g, ok := ov.gain[i]; ok {
+			w.Free |= g
+			w.RunningTasks = max(0, w.RunningTasks-ov.done[i])
+		}
+		out = append(out, w)
 	}
 	return out
 }

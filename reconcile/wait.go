@@ -56,9 +56,13 @@ func (pl *planner) waits(decisions map[string]placement.Decision) bool {
 	// next pass places no job on those free now (a wait for a group whose
 	// free machines go to others would wait for nothing).
 	pl.promised = map[string]topology.DeviceSet{}
+	var view *fleetView // built once, for the first estimate
 	promise := func(takes []placement.Placement) {
 		for _, p := range takes {
 			pl.promised[p.Worker] |= topology.DeviceSetOf(p.GPUs...)
+			if view != nil {
+				view.take(p.Worker, p.GPUs, false)
+			}
 		}
 	}
 	for _, v := range pl.verdicts {
@@ -91,13 +95,17 @@ func (pl *planner) waits(decisions map[string]placement.Decision) bool {
 			rep.Record = false
 			continue // max_wait is over: placed now
 		}
-		others := pl.othersTaken(decisions, v.name)
+		if view == nil {
+			view = pl.newFleetView(decisions)
+		}
+		view.without(d, pl.promised)
 		open := releases
 		if len(pl.promised) > 0 {
 			open = slices.DeleteFunc(slices.Clone(releases), func(r placement.Release) bool { _, ok := pl.promised[r.Worker]; return ok })
 		}
 		job := placement.Job{Name: v.name, Nodes: v.spec.Nodes, GPUsPerNode: v.spec.GPUsPerNode, Torchrun: v.spec.Launcher == config.LauncherTorchrun}
-		est := placement.EstimateWait(job, Policy(v.spec.Policy), others, open, d.Level, now, rep.Until)
+		est := placement.EstimateWait(job, Policy(v.spec.Policy), view.ws, open, d.Level, now, rep.Until)
+		view.with(d)
 		rep.Overdue = est.Overdue
 		if !est.Wait {
 			rep.Record = false
@@ -131,28 +139,57 @@ func (pl *planner) releases() []placement.Release {
 	return out
 }
 
-// othersTaken are the workers of the last pass with the GPUs the other
-// placed jobs of this plan take taken, and the machines promised to the
-// jobs that wait left out: what a waiting job's estimate starts from.
-func (pl *planner) othersTaken(decisions map[string]placement.Decision, job string) []placement.Worker {
-	ws := slices.Clone(pl.workers)
-	at := make(map[string]int, len(ws))
-	for i := range ws {
-		at[ws[i].ID] = i
-		ws[i].Free &^= pl.promised[ws[i].ID]
+// fleetView is the fleet a wait estimate starts from: the workers of the
+// last pass with the GPUs every placed job of this plan takes taken, and
+// those promised to the jobs that wait; without gives one job's own back
+// for its estimate, with takes them again. One copy per plan, not one per
+// estimate.
+type fleetView struct {
+	ws []placement.Worker
+	at map[string]int
+}
+
+func (pl *planner) newFleetView(decisions map[string]placement.Decision) *fleetView {
+	v := &fleetView{ws: slices.Clone(pl.workers), at: make(map[string]int, len(pl.workers))}
+	for i := range v.ws {
+		v.at[v.ws[i].ID] = i
+		v.ws[i].Free &^= pl.promised[v.ws[i].ID]
 	}
-	for name, d := range decisions {
-		if name == job || d.Status != placement.StatusPlaced {
-			continue
-		}
-		for _, p := range d.Workers {
-			if i, ok := at[p.Worker]; ok {
-				ws[i].Free &^= topology.DeviceSetOf(p.GPUs...)
-				ws[i].RunningTasks++
+	for _, d := range decisions {
+		if d.Status == placement.StatusPlaced {
+			for _, p := range d.Workers {
+				v.take(p.Worker, p.GPUs, true)
 			}
 		}
 	}
-	return ws
+	return v
+}
+
+// take takes GPUs of a worker, with a task when task is set.
+func (v *fleetView) take(worker string, gpus []int, task bool) {
+	if i, ok := v.at[worker]; ok {
+		v.ws[i].Free &^= topology.DeviceSetOf(gpus...)
+		if task {
+			v.ws[i].RunningTasks++
+		}
+	}
+}
+
+// without gives the GPUs and tasks of d back, but those promised.
+func (v *fleetView) without(d placement.Decision, promised map[string]topology.DeviceSet) {
+	for _, p := range d.Workers {
+		if i, ok := v.at[p.Worker]; ok {
+			v.ws[i].Free = (v.ws[i].Free | topology.DeviceSetOf(p.GPUs...)) &^ promised[p.Worker]
+			v.ws[i].RunningTasks = max(0, v.ws[i].RunningTasks-1)
+		}
+	}
+}
+
+// with takes d's GPUs and tasks again.
+func (v *fleetView) with(d placement.Decision) {
+	for _, p := range d.Workers {
+		v.take(p.Worker, p.GPUs, true)
+	}
 }
 
 // waitingChange is the change of a job that waits for a tighter group: it

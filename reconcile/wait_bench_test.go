@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gpulayer/gpulayer/config"
+	"github.com/gpulayer/gpulayer/internal/threadcpu"
 	"github.com/gpulayer/gpulayer/reconcile"
 	"github.com/gpulayer/gpulayer/reconcile/facts"
 	"github.com/gpulayer/gpulayer/reconcile/planview"
@@ -29,36 +30,42 @@ import (
 // placed now.
 func BenchmarkPlanWaits(b *testing.B) {
 	const hosts = 500
-	dir, factsPath := planBenchInputs(b, hosts, 0)
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	st := waitBenchState(b, dir, factsPath, now)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		cfg, diags := config.Load(dir, config.LoadOptions{})
-		if diags.HasErrors() {
-			b.Fatal(diags.Error())
-		}
-		doc, err := facts.ReadFile(factsPath)
-		if err != nil {
-			b.Fatal(err)
-		}
-		p := reconcile.MakePlan(reconcile.Input{Config: cfg, State: st, Facts: doc, Now: now,
-			Refresh: reconcile.Refresh{Source: reconcile.RefreshFile, File: factsPath}})
-		if err := planview.Text(io.Discard, p, planview.Options{}); err != nil {
-			b.Fatal(err)
-		}
-		// 3 holders free 15 racks within max_wait, 14 of them of 4
-		// machines or more.
-		if p.Summary.Waiting != 14 || p.Summary.Launch != 11 || p.Summary.NoOp != 20 {
-			b.Fatalf("want 14 waits, 11 launches and 20 holders left running: %+v", p.Summary)
-		}
+	// off is the same plan with max_wait left out: what the estimates add
+	// is the difference.
+	for _, maxWait := range []string{"off", "10m"} {
+		b.Run(fmt.Sprintf("hosts=%d/max_wait=%s", hosts, maxWait), func(b *testing.B) {
+			dir, factsPath := planBenchInputs(b, hosts, 0)
+			st := waitBenchState(b, dir, factsPath, maxWait, now)
+			wantWaits := map[string]int{"off": 0, "10m": 14}[maxWait]
+			b.ReportAllocs()
+			threadcpu.Loop(b, func() {
+				cfg, diags := config.Load(dir, config.LoadOptions{})
+				if diags.HasErrors() {
+					b.Fatal(diags.Error())
+				}
+				doc, err := facts.ReadFile(factsPath)
+				if err != nil {
+					b.Fatal(err)
+				}
+				p := reconcile.MakePlan(reconcile.Input{Config: cfg, State: st, Facts: doc, Now: now,
+					Refresh: reconcile.Refresh{Source: reconcile.RefreshFile, File: factsPath}})
+				if err := planview.Text(io.Discard, p, planview.Options{}); err != nil {
+					b.Fatal(err)
+				}
+				// 3 holders free 15 racks within max_wait, 14 of them
+				// of 4 machines or more.
+				if p.Summary.Waiting != wantWaits || p.Summary.Launch != 25-wantWaits || p.Summary.NoOp != 20 {
+					b.Fatalf("want %d waits, %d launches and 20 holders left running: %+v", wantWaits, 25-wantWaits, p.Summary)
+				}
+			})
+		})
 	}
 }
 
 // waitBenchState writes the holders and the waiters into dir's
 // configuration and returns the state that records the holders running.
-func waitBenchState(b *testing.B, dir, factsPath string, now time.Time) *state.State {
+func waitBenchState(b *testing.B, dir, factsPath, maxWait string, now time.Time) *state.State {
 	b.Helper()
 	doc, err := facts.ReadFile(factsPath)
 	if err != nil {
@@ -80,7 +87,11 @@ func waitBenchState(b *testing.B, dir, factsPath string, now time.Time) *state.S
 	}
 	slices.Sort(names)
 	var src strings.Builder
-	src.WriteString("policy \"close\" {\n  max_wait = \"10m\"\n}\n\n")
+	if maxWait == "off" {
+		src.WriteString("policy \"close\" {\n}\n\n")
+	} else {
+		fmt.Fprintf(&src, "policy \"close\" {\n  max_wait = %q\n}\n\n", maxWait)
+	}
 	type node struct {
 		h    *facts.Host
 		rank int
