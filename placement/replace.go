@@ -147,7 +147,7 @@ func ReplaceNodes(job Job, policy Policy, workers []Worker, survivors []Survivor
 
 // sharedLevel is the tightest level every worker shares a value at.
 func sharedLevel(ws []*Worker) Level {
-	for l := LevelNetworkGroup; l < LevelAny; l++ {
+	for l := tightest; l < LevelAny; l++ {
 		home := ws[0].Location.Upto(l)
 		if ws[0].Location.At(l) == "" {
 			continue

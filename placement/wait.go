@@ -66,7 +66,7 @@ type WaitEstimate struct {
 func EstimateWait(job Job, policy Policy, workers []Worker, releases []Release, now Level, at, deadline time.Time) WaitEstimate {
 	var est WaitEstimate
 	pol := policy.withDefaults()
-	if pol.GroupLocality != LocalityPrefer || now == LevelNetworkGroup {
+	if pol.GroupLocality != LocalityPrefer || now == tightest {
 		return est
 	}
 	// The machines releases name, found in one pass over the fleet.
@@ -114,7 +114,7 @@ func EstimateWait(job Job, policy Policy, workers []Worker, releases []Release, 
 			ov.done[k]++
 			fresh = append(fresh, k)
 		}
-		for l := LevelNetworkGroup; l < now; l++ {
+		for l := tightest; l < now; l++ {
 			if pol.Slice != nil && !sliceFits(pol, l) {
 				continue
 			}
@@ -136,6 +136,13 @@ func EstimateWait(job Job, policy Policy, workers []Worker, releases []Release, 
 	}
 	return est
 }
+
+// tightest is the tightest level, where every loop over levels starts.
+const tightest Level = 0
+
+// Words is the level's name in a sentence: "network group", "zone",
+// "region", "location".
+func (l Level) Words() string { return l.words() }
 
 // sliceFits says a policy's slices fit inside a group at level l: a slice
 // is part of its group, so it is never looser.

@@ -76,7 +76,7 @@ func (pl *planner) waits(decisions map[string]placement.Decision) bool {
 		}
 		d, ok := decisions[v.name]
 		if !v.place || !ok || d.Status != placement.StatusPlaced || v.spec.Policy.MaxWait <= 0 ||
-			v.spec.Policy.GroupLocality != config.LocalityPrefer || d.Level == placement.LevelNetworkGroup || v.swap != nil {
+			v.spec.Policy.GroupLocality != config.LocalityPrefer || d.Level == tightestLevel || v.swap != nil {
 			v.wait = nil
 			continue
 		}
@@ -260,17 +260,11 @@ func shortDuration(d time.Duration) string {
 	return strings.TrimSuffix(s, "h0m")
 }
 
-func levelWords(l placement.Level) string {
-	switch l {
-	case placement.LevelNetworkGroup:
-		return "network group"
-	case placement.LevelZone:
-		return "zone"
-	case placement.LevelRegion:
-		return "region"
-	}
-	return "location"
-}
+func levelWords(l placement.Level) string { return l.Words() }
+
+// tightestLevel is the tightest locality level: a job placed there has
+// no tighter group to wait for.
+const tightestLevel placement.Level = 0
 
 // levelName is the level as "placed now at zone level" says it.
 func levelName(l placement.Level) string {
@@ -282,14 +276,21 @@ func levelName(l placement.Level) string {
 
 // endedWaits lists the wait records apply removes: those of jobs this
 // plan decides for that no longer wait (placed, changed, removed, no
-// longer under max_wait). Jobs the plan leaves alone (--target, held)
+// longer under max_wait). A job that cannot be placed at all now keeps
+// its record. Jobs the plan leaves alone (--target, held)
 // keep theirs.
 func (pl *planner) endedWaits() {
 	for _, w := range pl.st.Waits {
 		if pl.leftAlone(w.Job) && !pl.in.Destroy {
 			continue
 		}
-		if c := pl.plan.Job(w.Job); c != nil && c.Wait != nil && c.Wait.Waiting && !c.Wait.Record {
+		c := pl.plan.Job(w.Job)
+		if c != nil && c.Wait != nil && c.Wait.Waiting && !c.Wait.Record {
+			continue
+		}
+		if c != nil && c.Action == ActionWaiting && c.Wait == nil && c.ConfigHash == w.ConfigHash {
+			// Waiting for machines at any level now: still waiting, and
+			// max_wait still counts from when it began.
 			continue
 		}
 		pl.plan.EndedWaits = append(pl.plan.EndedWaits, w.Job)
