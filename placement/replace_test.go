@@ -1,6 +1,9 @@
 package placement
 
 import (
+	"math/rand/v2"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -90,5 +93,20 @@ func TestReplaceNodesKeepsASliceInItsGroup(t *testing.T) {
 	s := ReplaceNodes(Job{Name: "train", Nodes: 4, GPUsPerNode: 4}, pol, ws, surv, []int{3})
 	if !s.OK || s.Nodes[0].Worker != "b3" || s.Level != LevelZone {
 		t.Fatalf("%+v, want b3 beside its slice mate b1", s)
+	}
+}
+
+func TestReplaceNodesIgnoresWorkerOrder(t *testing.T) {
+	job := Job{Name: "train", Nodes: 3, GPUsPerNode: 4}
+	for _, ws := range [][]Worker{swapFleet(), without(swapFleet(), "a4")} {
+		want := ReplaceNodes(job, Policy{}, ws, swapSurvivors, []int{1})
+		rng := rand.New(rand.NewPCG(3, 4))
+		for range 20 {
+			sh := slices.Clone(ws)
+			rng.Shuffle(len(sh), func(i, j int) { sh[i], sh[j] = sh[j], sh[i] })
+			if got := ReplaceNodes(job, Policy{}, sh, swapSurvivors, []int{1}); !reflect.DeepEqual(got, want) {
+				t.Fatalf("shuffled: %+v, want %+v", got, want)
+			}
+		}
 	}
 }

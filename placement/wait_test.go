@@ -1,6 +1,8 @@
 package placement
 
 import (
+	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -95,6 +97,21 @@ func TestEstimateWaitOnlyUnderPreferAndLooserThanTightest(t *testing.T) {
 	} {
 		if est := EstimateWait(job, c.pol, waitFleet(), rel, c.now, t0, t0.Add(15*time.Minute)); est.Wait {
 			t.Errorf("%q placed at %s waits; only prefer placed looser than a network group may", c.pol.GroupLocality, c.now)
+		}
+	}
+}
+
+func TestEstimateWaitIgnoresWorkerOrder(t *testing.T) {
+	job := Job{Name: "train", Nodes: 3, GPUsPerNode: 4}
+	rel := append(pretrainEndsAt(t0.Add(6*time.Minute)), Release{Job: "eval", Worker: "b1", GPUs: []int{0}, At: t0.Add(3 * time.Minute)})
+	want := EstimateWait(job, Policy{}, waitFleet(), rel, LevelZone, t0, t0.Add(15*time.Minute))
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 20 {
+		ws := waitFleet()
+		rng.Shuffle(len(ws), func(i, j int) { ws[i], ws[j] = ws[j], ws[i] })
+		got := EstimateWait(job, Policy{}, ws, rel, LevelZone, t0, t0.Add(15*time.Minute))
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("shuffled: %+v, want %+v", got, want)
 		}
 	}
 }
