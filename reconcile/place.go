@@ -299,6 +299,8 @@ func (pl *planner) change(v *verdict, decisions map[string]placement.Decision) J
 		if v.run != nil {
 			c.Reasons = append(c.Reasons, Reason{Code: ReasonRunEnded, Message: runEndWords(v.run)})
 		}
+	case v.wait != nil && v.wait.Waiting:
+		pl.waitingChange(&c, v)
 	case v.keep && v.ended:
 		c.Action = ActionNoOp
 	case v.keep && v.unplaced != nil:
@@ -312,8 +314,6 @@ func (pl *planner) change(v *verdict, decisions map[string]placement.Decision) J
 	case v.keep:
 		c.Action = ActionNoOp
 		c.Placement = pl.recordedPlacement(v)
-	case v.wait != nil && v.wait.Waiting:
-		pl.waitingChange(&c, v)
 	default:
 		d := decisions[v.name]
 		c.Decision = &Decision{Status: d.Status, Summary: d.Summary}

@@ -116,6 +116,12 @@ func (pl *planner) waits(decisions map[string]placement.Decision) bool {
 		rep.takes = est.Takes
 		promise(est.Takes)
 		v.place, again = false, true
+		if v.prior != nil && v.healthy && onlyConfigChanged(v.reasons) {
+			// As when its new shape cannot be placed at all: a healthy
+			// job replaced only for its configuration keeps running, and
+			// holding its GPUs, while its new one waits.
+			v.keep = true
+		}
 	}
 	return again
 }
@@ -194,10 +200,15 @@ func (v *fleetView) with(d placement.Decision) {
 
 // waitingChange is the change of a job that waits for a tighter group: it
 // launches nothing, and what is left of an earlier run is stopped, as for
-// any waiting job.
+// any waiting job; a healthy one replaced only for its configuration
+// keeps running (kept) until its new one is placed.
 func (pl *planner) waitingChange(c *JobChange, v *verdict) {
-	c.Action, c.StopPrior = ActionWaiting, v.prior != nil && !v.prior.Ended()
+	c.Action, c.StopPrior = ActionWaiting, v.prior != nil && !v.prior.Ended() && !v.keep
 	msg := waitWords(v.wait, pl.in.Now)
+	if v.keep {
+		c.Placement = pl.recordedPlacement(v)
+		msg += "; the job keeps running as it was launched"
+	}
 	c.Decision = &Decision{Status: placement.StatusWaiting, Summary: "waiting: " + msg}
 	if v.prior == nil {
 		c.Reasons = nil // "not running yet" says nothing the wait does not

@@ -248,3 +248,23 @@ func TestTwoJobsNeverWaitForTheSameMachines(t *testing.T) {
 		t.Errorf("train2 counts on the machines train waits for: %+v", c2.Wait)
 	}
 }
+
+func TestAChangedJobKeepsRunningWhileItsNewConfigurationWaits(t *testing.T) {
+	// train runs on a1, b1 and b2 (one zone); its command changes. Its
+	// new configuration would get the same zone now, and rack-3 at 12:12:
+	// it waits, and the running one is left running on its GPUs.
+	old := loadConfig(t, waitFleetHCL)
+	st, doc := state.New(), waitFacts()
+	all := []int{0, 1, 2, 3, 4, 5, 6, 7}
+	running(t, st, doc, old, "train", "r-t1", map[string][]int{"a1": all, "b1": all, "b2": all}, "a1", "b1", "b2")
+	running(t, st, doc, old, "pretrain", "r-pre1", map[string][]int{"a2": all, "a3": all}, "a2", "a3")
+	cfg := loadConfig(t, strings.Replace(waitFleetHCL, `"train.py"]`, `"train.py", "--v2"]`, 1))
+	p := reconcile.MakePlan(input(cfg, st, doc))
+	c := action(t, p, "train", reconcile.ActionWaiting, reconcile.ReasonConfigChanged, reconcile.ReasonWaitingForGroup)
+	if c.StopPrior || c.Placement == nil || len(c.Placement.Nodes) != 3 || c.Placement.Nodes[0].Host != "a1" {
+		t.Fatalf("stop %v placement %+v; the running job keeps running as launched", c.StopPrior, c.Placement)
+	}
+	if !strings.HasSuffix(c.Reasons[1].Message, "; the job keeps running as it was launched") || p.HasChanges() {
+		t.Errorf("reason %q, changes %v", c.Reasons[1].Message, p.HasChanges())
+	}
+}
