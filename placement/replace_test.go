@@ -110,3 +110,21 @@ func TestReplaceNodesIgnoresWorkerOrder(t *testing.T) {
 		}
 	}
 }
+
+func TestReplaceNodesPlacesSeveralLostNodesAtOneLevel(t *testing.T) {
+	// Nodes 1 and 2 are lost; r1 has room for one only (a4): both go to
+	// the zone, a4 and b1, rather than one in r1 and one wherever.
+	ws := []Worker{
+		wk("a1", "eu/eu-1/r1", "2.5.1", 4, 4), wk("a4", "eu/eu-1/r1", "2.5.1", 4, 4),
+		wk("b1", "eu/eu-1/r2", "2.5.1", 4, 4), wk("c1", "eu/eu-2", "2.5.1", 4, 4),
+	}
+	s := ReplaceNodes(Job{Name: "train", Nodes: 3, GPUsPerNode: 4}, Policy{}, ws, []Survivor{{0, "a1", []int{0, 1, 2, 3}}}, []int{2, 1})
+	if !s.OK || s.Level != LevelZone || len(s.Nodes) != 2 || s.Nodes[0].NodeRank != 1 || s.Nodes[1].NodeRank != 2 {
+		t.Fatalf("%+v", s)
+	}
+	got := []string{s.Nodes[0].Worker, s.Nodes[1].Worker}
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"a4", "b1"}) {
+		t.Errorf("replacements %v, want a4 and b1 in zone eu-1", got)
+	}
+}
