@@ -82,7 +82,9 @@ func (pl *planner) schedule() map[string]placement.Decision {
 		w.Free &^= pl.promised[name] // held for a job that waits for them (wait.go)
 		workers = append(workers, w)
 	}
-	pl.workers = slices.Clone(workers)
+	if pl.mayWait() {
+		pl.workers = slices.Clone(workers) // before any GPU is taken
+	}
 	swapped := pl.hotSwaps(workers)
 	// Jobs already in state go first, then new ones; each in name order.
 	var reqs []placement.Request

@@ -126,6 +126,17 @@ func (pl *planner) waits(decisions map[string]placement.Decision) bool {
 	return again
 }
 
+// mayWait says a job to place has max_wait: only then does a pass keep
+// its workers for the estimates.
+func (pl *planner) mayWait() bool {
+	for _, v := range pl.verdicts {
+		if v.place && v.spec.Policy.MaxWait > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // releases are the nodes of the jobs that keep running and declare an
 // expected_duration, each freeing its GPUs at its launch plus that
 // duration (the configured value: it is not part of the hash, so a person
