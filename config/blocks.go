@@ -71,6 +71,7 @@ var policySchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "group_locality"}, {Name: "rank"}, {Name: "on_unschedulable"},
 		{Name: "bucket_choice"}, {Name: "regions"}, {Name: "labels"}, {Name: "compatible"},
+		{Name: "max_wait"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{{Type: "slice"}},
 }
@@ -104,7 +105,7 @@ var jobSchema = &hcl.BodySchema{
 		{Name: "command", Required: true}, {Name: "env"}, {Name: "workdir"},
 		{Name: "labels"}, {Name: "launcher"}, {Name: "stop_timeout"}, {Name: "start_check"}, {Name: "master_port"},
 		{Name: "kind"}, {Name: "completion_grace"}, {Name: "deadline"}, {Name: "stall_timeout"},
-		{Name: "setup"}, {Name: "setup_timeout"},
+		{Name: "setup"}, {Name: "setup_timeout"}, {Name: "expected_duration"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{{Type: "torchrun"}, {Type: "restart"}, {Type: "code"}},
 }
@@ -252,6 +253,7 @@ func (l *loader) policies(blocks hcl.Blocks) {
 		d.strMap(a, "labels", &p.Labels)
 		l.compatible(d, a, p)
 		p.Slice = l.slice(d, p, content.Blocks)
+		maxWait(d, a, p)
 		slice := cty.NullVal(sliceType)
 		if p.Slice != nil {
 			slice = cty.ObjectVal(map[string]cty.Value{"nodes": cty.NumberIntVal(int64(p.Slice.Nodes)), "locality": cty.StringVal(p.Slice.Locality)})
@@ -267,6 +269,7 @@ func (l *loader) policies(blocks hcl.Blocks) {
 			"labels":           stringMap(p.Labels),
 			"compatible":       stringList(p.Compatible),
 			"slice":            slice,
+			"max_wait":         cty.StringVal(p.MaxWait.String()),
 		})
 		l.cfg.Policies = append(l.cfg.Policies, p)
 	}
@@ -616,6 +619,7 @@ func (l *loader) jobs(blocks hcl.Blocks) {
 		d.duration(a, "completion_grace", &j.CompletionGrace)
 		d.duration(a, "deadline", &j.Deadline)
 		d.duration(a, "stall_timeout", &j.StallTimeout)
+		d.duration(a, "expected_duration", &j.ExpectedDuration)
 		blocksOf := content.Blocks.ByType()
 		j.Restart = l.restart(d, j.Kind, blocksOf["restart"])
 		l.torchrunBlocks(d, j, blocksOf["torchrun"], a["launcher"])

@@ -196,7 +196,11 @@ type Policy struct {
 	// default [CompatTorch].
 	Compatible []string
 	// Slice is the policy's slice block, nil when it has none.
-	Slice     *Slice
+	Slice *Slice
+	// MaxWait is how long a job under prefer may wait for a tighter group
+	// that running jobs are expected to free (their expected_duration);
+	// 0, the default, never waits (ADR-0021's prefer).
+	MaxWait   time.Duration
 	DeclRange hcl.Range
 }
 
@@ -243,6 +247,10 @@ type Job struct {
 	CompletionGrace time.Duration
 	Deadline        time.Duration
 	StallTimeout    time.Duration
+	// ExpectedDuration is how long a run is expected to last, 0 when not
+	// declared: what a waiting job's plan estimates its machines free by
+	// (policy max_wait). It bounds nothing (deadline does).
+	ExpectedDuration time.Duration
 	// TorchrunArgs are the args of the job's torchrun block: launcher
 	// options placed before the script, none of those gpulayer sets.
 	TorchrunArgs []string

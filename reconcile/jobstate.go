@@ -116,7 +116,8 @@ func replaceReasons(rs []Reason) string {
 	var codes []string
 	for _, r := range rs {
 		switch r.Code {
-		case ReasonRestart, ReasonRunEnded, ReasonUnschedulableNow, ReasonUnschedulable, ReasonMachinesPending, ReasonRemovedFromConfig:
+		case ReasonRestart, ReasonRunEnded, ReasonUnschedulableNow, ReasonUnschedulable, ReasonMachinesPending, ReasonRemovedFromConfig,
+			ReasonNodeReplaced, ReasonWaitingForGroup, ReasonNoTighterGroup:
 			continue
 		}
 		if c := string(r.Code); !slices.Contains(codes, c) {

@@ -117,6 +117,7 @@ func (pl *planner) lifecycle(v *verdict) bool {
 			gone.Node, gone.Host = &rank, n.Host
 			goneReasons = append(goneReasons, gone)
 			seen[i] = nodeSeen{lostWhy: fmt.Sprintf("node %d: %s", n.Rank, gone.Message)}
+			v.lostRanks = append(v.lostRanks, n.Rank) // its machine is lost: a hot swap may replace it
 			continue
 		}
 		if h == nil || movedFrom(h, n) {
@@ -132,6 +133,7 @@ func (pl *planner) lifecycle(v *verdict) bool {
 			}
 			if after := time.Duration(lc.LostAfter); h.problem.Status != StatusNoFacts && after > 0 && !now.Before(since.Add(after)) {
 				seen[i] = nodeSeen{lostWhy: fmt.Sprintf("host %s has not answered since %s (lost_after %s)", at, since.UTC().Format(time.RFC3339), after)}
+				v.lostRanks = append(v.lostRanks, n.Rank)
 			} else {
 				seen[i] = nodeSeen{unknown: true}
 			}

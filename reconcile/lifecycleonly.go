@@ -55,6 +55,12 @@ func (p *Plan) LifecycleOnly() (*Plan, []LeftOut) {
 		}
 		left = append(left, LeftOut{Job: c.Job, Words: fmt.Sprintf("job %q: %s (%s)", c.Job, c.Action, reasonCodes(c.Reasons))})
 	}
+	// A wait record ends with the change that ends it: only those of the
+	// jobs kept.
+	out.EndedWaits = slices.DeleteFunc(slices.Clone(p.EndedWaits), func(job string) bool { return out.Job(job) == nil })
+	if len(out.EndedWaits) == 0 {
+		out.EndedWaits = nil
+	}
 	out.Fleets = []FleetChange{}
 	for _, f := range p.Fleets {
 		fc := f

@@ -115,6 +115,7 @@ func MakePlan(in Input) *Plan {
 	pl.classify()
 	pl.torchrunWarnings()
 	pl.place()
+	pl.endedWaits()
 	pl.leftovers()
 	pl.awaitMachines()
 	pl.summarize()
@@ -145,6 +146,13 @@ type verdict struct {
 	// kept in state as it ended.
 	run             *RunReport
 	ended, stopOnly bool
+	// wait is the max_wait decision (wait.go); lostRanks the nodes whose
+	// machines the lifecycle pass found lost, swap the hot swap that
+	// replaces them, swapWhy why none could (hotswap.go).
+	wait      *WaitReport
+	lostRanks []int
+	swap      *SwapReport
+	swapWhy   string
 }
 
 type planner struct {
@@ -162,6 +170,12 @@ type planner struct {
 	// their jobs move; creating, the machines it creates.
 	machineGone map[string]Reason
 	creating    []creation
+	// workers are the workers of the last placement pass, before it
+	// placed anything (what a wait estimate starts from); promised, the
+	// GPUs the jobs that wait for a tighter group count on (wait.go),
+	// which no other job is placed on.
+	workers  []placement.Worker
+	promised map[string]topology.DeviceSet
 }
 
 func (pl *planner) targeted(name string) bool {

@@ -30,6 +30,9 @@ func (pl *planner) place() {
 			}
 		}
 		if !again {
+			again = pl.waits(decisions)
+		}
+		if !again {
 			break
 		}
 	}
@@ -75,14 +78,20 @@ func (pl *planner) schedule() map[string]placement.Decision {
 		if _, gone := pl.machineGone[name]; gone || !h.usable() {
 			continue
 		}
-		workers = append(workers, worker(h, released, held[name], kept[name], pl.st.Lineage))
+		w := worker(h, released, held[name], kept[name], pl.st.Lineage)
+		w.Free &^= pl.promised[name] // held for a job that waits for them (wait.go)
+		workers = append(workers, w)
 	}
+	if pl.mayWait() {
+		pl.workers = slices.Clone(workers) // before any GPU is taken
+	}
+	swapped := pl.hotSwaps(workers)
 	// Jobs already in state go first, then new ones; each in name order.
 	var reqs []placement.Request
 	var order []*verdict
 	for pass := 0; pass < 2; pass++ {
 		for _, v := range pl.verdicts {
-			if v.place && (v.prior != nil) == (pass == 0) {
+			if _, ok := swapped[v.name]; v.place && !ok && (v.prior != nil) == (pass == 0) {
 				reqs = append(reqs, placement.Request{
 					Job: placement.Job{Name: v.name, Nodes: v.spec.Nodes, GPUsPerNode: v.spec.GPUsPerNode,
 						Torchrun: v.spec.Launcher == config.LauncherTorchrun},
@@ -92,7 +101,7 @@ func (pl *planner) schedule() map[string]placement.Decision {
 			}
 		}
 	}
-	out := map[string]placement.Decision{}
+	out := swapped
 	for i, d := range placement.ScheduleAll(reqs, workers) {
 		out[order[i].name] = d
 	}
@@ -277,6 +286,11 @@ func (pl *planner) change(v *verdict, decisions map[string]placement.Decision) J
 		c.Prior = pl.prior(v)
 	}
 	c.Run = v.run
+	c.Wait, c.Swap = v.wait, v.swap
+	if v.swapWhy != "" {
+		pl.plan.Warnings = append(pl.plan.Warnings, fmt.Sprintf("job %q: its lost %s cannot be replaced next to the nodes that survived (%s); the whole job is placed again",
+			v.name, plural(len(v.lostRanks), "node", "nodes"), v.swapWhy))
+	}
 	switch {
 	case v.cfg == nil:
 		c.Action, c.StopPrior = ActionDestroy, true
@@ -287,6 +301,8 @@ func (pl *planner) change(v *verdict, decisions map[string]placement.Decision) J
 		if v.run != nil {
 			c.Reasons = append(c.Reasons, Reason{Code: ReasonRunEnded, Message: runEndWords(v.run)})
 		}
+	case v.wait != nil && v.wait.Waiting:
+		pl.waitingChange(&c, v)
 	case v.keep && v.ended:
 		c.Action = ActionNoOp
 	case v.keep && v.unplaced != nil:
@@ -310,6 +326,12 @@ func (pl *planner) change(v *verdict, decisions map[string]placement.Decision) J
 				c.Action, c.StopPrior = ActionReplace, true
 			}
 			c.Placement = pl.newPlacement(d)
+			if v.swap != nil {
+				c.Reasons = append(c.Reasons, swapReasons(v.swap)...)
+			}
+			if v.wait != nil {
+				c.Reasons = append(c.Reasons, placedNowReason(v.wait, d.Level, pl.in.Now))
+			}
 		default:
 			expl := d.Explanation
 			c.Decision.Explanation = &expl

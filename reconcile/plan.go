@@ -35,7 +35,11 @@ type Plan struct {
 	Fleets []FleetChange `json:"fleets"`
 	// Warnings are things a reviewer should know that change nothing.
 	Warnings []string `json:"warnings"`
-	Summary  Summary  `json:"summary"`
+	// EndedWaits are the jobs whose wait records (state.Wait) apply
+	// removes: placed, no longer configured, or no longer waiting. Name
+	// order; absent when none.
+	EndedWaits []string `json:"ended_waits,omitempty"`
+	Summary    Summary  `json:"summary"`
 	// MadeAt is the time the plan's lifecycle pass decided by.
 	MadeAt time.Time `json:"made_at"`
 }
@@ -138,6 +142,14 @@ type JobChange struct {
 	// Run is the lifecycle pass's report on the job's run: how it ended,
 	// its restarts; nil when there is nothing to report.
 	Run *RunReport `json:"run,omitempty"`
+	// Wait is the max_wait decision of a job whose policy has one and
+	// that could be placed now only looser than a network group: it
+	// waits for a tighter group, or is placed now (wait.go); nil
+	// otherwise.
+	Wait *WaitReport `json:"wait,omitempty"`
+	// Swap says the job's restart keeps its surviving nodes and replaces
+	// only its lost ones (hotswap.go); nil otherwise.
+	Swap *SwapReport `json:"swap,omitempty"`
 }
 
 // HasRecords says apply has run ends (or other observations) to write
@@ -148,7 +160,7 @@ func (p *Plan) HasRecords() bool {
 			return true
 		}
 	}
-	return false
+	return p.HasWaitRecords()
 }
 
 // PriorJob is what state records of a job.

@@ -373,12 +373,15 @@ job "train" {
 		},
 		check: func(t *testing.T, p *reconcile.Plan) {
 			// Unreachable for longer than lost_after (5m): lost, and
-			// placed again at once, away from a2.
-			c := action(t, p, "train", reconcile.ActionReplace, reconcile.ReasonRestart)
-			for _, n := range c.Placement.Nodes {
-				if n.Host == "a2" {
-					t.Errorf("placed on the unreachable host: %+v", c.Placement.Nodes)
-				}
+			// placed again at once, away from a2: node 0 keeps a1 and
+			// its GPUs, node 1 goes to a3 in the same rack (hot swap).
+			c := action(t, p, "train", reconcile.ActionReplace, reconcile.ReasonRestart, reconcile.ReasonNodeReplaced)
+			n := c.Placement.Nodes
+			if len(n) != 2 || n[0].Host != "a1" || n[0].Rank != 0 || !sameSet(n[0].GPUs, []int{0, 1, 2, 3}) || n[1].Host != "a3" || n[1].Rank != 1 {
+				t.Errorf("placed on %+v, want a1 GPUs 0-3 kept as node 0 and a3 as node 1", n)
+			}
+			if c.Swap == nil || len(c.Swap.Nodes) != 1 || c.Swap.Nodes[0] != (reconcile.SwappedNode{Rank: 1, Lost: "a2", Host: "a3"}) {
+				t.Errorf("swap %+v", c.Swap)
 			}
 			if c.Run == nil || c.Run.State != state.JobLost || c.Run.Budget != "on_lost" || c.Run.LostRestarts != 0 {
 				t.Errorf("run %+v", c.Run)
@@ -980,6 +983,11 @@ func TestReasonCodesDocumented(t *testing.T) {
 			t.Errorf("docs/plan.md does not say %q", r.Sentence)
 		}
 	}
+}
+
+// sameSet says a and b hold the same GPUs, whatever their order.
+func sameSet(a, b []int) bool {
+	return topology.DeviceSetOf(a...) == topology.DeviceSetOf(b...) && len(a) == len(b)
 }
 
 func assertGolden(t *testing.T, path string, got []byte) {

@@ -66,6 +66,17 @@ const (
 	// answer now, and this plan creates machines; apply places it once
 	// they answer (waiting).
 	ReasonMachinesPending ReasonCode = "machines_pending"
+	// ReasonWaitingForGroup: the job could be placed now only at a looser
+	// level, and running jobs are expected to free a tighter group within
+	// its policy's max_wait (waiting; JobChange.Wait says which and when).
+	ReasonWaitingForGroup ReasonCode = "waiting_for_group"
+	// ReasonNoTighterGroup: the job's policy has max_wait, and no tighter
+	// group than the one it gets is expected to free within it (or
+	// max_wait has passed): placed now at the looser level.
+	ReasonNoTighterGroup ReasonCode = "no_tighter_group"
+	// ReasonNodeReplaced: a node's machine was lost and the restart
+	// replaces only that node, next to the nodes that survived (hot swap).
+	ReasonNodeReplaced ReasonCode = "node_replaced"
 
 	// Reasons of machines (MachineChange), not of jobs.
 
@@ -110,6 +121,9 @@ var ReasonCodes = []struct {
 	{ReasonUnschedulableNow, "no group of machines can hold the job now"},
 	{ReasonUnschedulable, "no group of machines can ever hold the job under its policy"},
 	{ReasonMachinesPending, "the job waits for machines this apply creates"},
+	{ReasonWaitingForGroup, "running jobs are expected to free a tighter group within max_wait"},
+	{ReasonNoTighterGroup, "no tighter group frees within max_wait: placed now at the looser level"},
+	{ReasonNodeReplaced, "a lost node is replaced next to the nodes that survived"},
 	{ReasonCountRaised, "the fleet's count asks for a machine that does not exist"},
 	{ReasonCountLowered, "the fleet's count no longer includes the machine"},
 	{ReasonMachineSpecChanged, "the gcp block changed in a way that needs a new machine"},

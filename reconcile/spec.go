@@ -50,6 +50,9 @@ func JobSpec(j *config.Job, code *state.CodeSpec) state.JobSpec {
 			CompletionGrace: state.Duration(j.CompletionGrace),
 			Deadline:        state.Duration(j.Deadline),
 			StallTimeout:    state.Duration(j.StallTimeout),
+			// Left out at 0 (omitempty), so a job that declares none
+			// records what it did before.
+			ExpectedDuration: state.Duration(j.ExpectedDuration),
 		},
 		Policy: state.PolicySpec{
 			Name:            p.Name,
@@ -61,6 +64,7 @@ func JobSpec(j *config.Job, code *state.CodeSpec) state.JobSpec {
 			Labels:          maps.Clone(p.Labels),
 			Compatible:      compatibleSpec(p.Compatible),
 			Slice:           sliceSpec(p.Slice),
+			MaxWait:         state.Duration(p.MaxWait),
 		},
 	}
 }

@@ -152,6 +152,11 @@ func (e *Executor) Apply(ctx context.Context, st *state.State, p *reconcile.Plan
 			r.record(c)
 		}
 	}
+	// Waits for a tighter group start and end as the plan says (a saved
+	// plan's new wait starts when the plan was made: what it showed).
+	if p.HasWaitRecords() {
+		r.sv.update(func(st *state.State) { reconcile.RecordWaits(st, p) })
+	}
 	// Leftovers and the jobs the plan stops go first: their GPUs are
 	// what replacements and new jobs were placed on.
 	each(ctx, p.Leftovers, r.stopLeftover)

@@ -126,6 +126,9 @@ func writeMarkdownJob(w *bufio.Writer, c reconcile.JobChange) {
 	if c.Decision != nil && c.Decision.Status == placement.StatusPlaced {
 		fmt.Fprintf(w, "- %s\n", mdText(c.Decision.Summary))
 	}
+	if l := waitLine(c); l != "" {
+		fmt.Fprintf(w, "- %s\n", mdText(l))
+	}
 	if c.Placement != nil && c.Action != reconcile.ActionNoOp {
 		if c.Action == reconcile.ActionWaiting {
 			fmt.Fprintln(w, "- keeps running as launched, on:")

@@ -214,6 +214,9 @@ func writeJob(w *bufio.Writer, c reconcile.JobChange, st styles) {
 	if c.Decision != nil && c.Decision.Status == placement.StatusPlaced {
 		fmt.Fprintf(w, "      %s\n", clean(c.Decision.Summary))
 	}
+	if l := waitLine(c); l != "" {
+		fmt.Fprintf(w, "      %s\n", clean(l))
+	}
 	switch {
 	case c.Placement == nil || c.Action == reconcile.ActionNoOp:
 	case c.Action == reconcile.ActionWaiting:

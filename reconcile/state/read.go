@@ -199,6 +199,9 @@ func check(s *State) string {
 	if s.Watcher != nil && s.Watcher.ID == "" {
 		return "has a watcher lease with no id"
 	}
+	if msg := checkWaits(s.Waits); msg != "" {
+		return msg
+	}
 	type key struct{ fleet, name string }
 	machines := make(map[key]bool, len(s.Machines))
 	for _, m := range s.Machines {

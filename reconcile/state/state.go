@@ -36,6 +36,9 @@ type State struct {
 	// Machines are the machines providers created, sorted by fleet and
 	// name.
 	Machines []Machine `json:"machines"`
+	// Waits are the jobs waiting for a tighter group (policy max_wait),
+	// sorted by job name (wait.go); absent when none waits.
+	Waits []Wait `json:"waits,omitempty"`
 	// Facts are what the last refresh found; nil before the first one.
 	Facts *facts.Document `json:"facts,omitempty"`
 	// Watcher is the lease of the gpulayer watch that supervises the
@@ -57,6 +60,7 @@ func (s *State) Clone() *State {
 	c.Jobs = cloneJobs(s.Jobs)
 	c.Leftovers = cloneJobs(s.Leftovers)
 	c.Machines = slices.Clone(s.Machines)
+	c.Waits = slices.Clone(s.Waits)
 	if s.Watcher != nil {
 		w := *s.Watcher
 		c.Watcher = &w
@@ -397,6 +401,9 @@ type LifecycleSpec struct {
 	CompletionGrace Duration `json:"completion_grace,omitempty"`
 	Deadline        Duration `json:"deadline,omitempty"`
 	StallTimeout    Duration `json:"stall_timeout,omitempty"`
+	// ExpectedDuration is how long the job said a run lasts (0: not
+	// said): what a waiting job's plan counts on to see its machines free.
+	ExpectedDuration Duration `json:"expected_duration,omitempty"`
 }
 
 // PolicySpec is the effective placement policy of a job.
@@ -414,6 +421,10 @@ type PolicySpec struct {
 	// they existed hashes as it did and upgrading replaces nothing.
 	Compatible []string   `json:"compatible,omitempty"`
 	Slice      *SliceSpec `json:"slice,omitempty"`
+	// MaxWait is how long a job may wait for a tighter group (prefer
+	// only), left out at 0. It is not part of the hash: it decides when a
+	// job is launched, not how it runs.
+	MaxWait Duration `json:"max_wait,omitempty"`
 }
 
 // SliceSpec is a policy's slices: nodes in runs of Nodes, each inside one
@@ -454,6 +465,9 @@ type hashedField struct {
 func (s JobSpec) hashed() []hashedField {
 	p := s.Policy
 	p.Name = "" // renaming a policy with the same rules changes nothing
+	// max_wait only decides when a job is placed: changing it relaunches
+	// nothing.
+	p.MaxWait = 0
 	return []hashedField{
 		{FieldCommand, s.Command, false},
 		{FieldEnv, s.Env, false},

@@ -1,0 +1,3 @@
+policy "close" {
+  max_wait = "200h"
+}

@@ -1,0 +1,4 @@
+policy "tight" {
+  group_locality = "zone"
+  max_wait       = "15m"
+}
