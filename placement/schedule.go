@@ -196,6 +196,13 @@ func (s *scheduler) schedule(job Job, workers []Worker, policy Policy) Decision 
 	}
 
 	levels := s.pol.levels()
+	if len(levels) > 1 && levels[0] == LevelNVLinkDomain && (s.nodes < 2 || !s.anyDomain()) {
+		// prefer's NVLink domains: a one-node job gains nothing from
+		// NVLink between machines, and should leave a domain's trays to
+		// the jobs that do; without a worker in a domain the level holds
+		// no bucket, and its explanation would only say so.
+		levels = levels[1:]
+	}
 	d.Explanation.Levels = make([]LevelExplanation, 0, len(levels))
 	s.bucketSpace, s.bucketsLeft = nil, s.countBuckets(levels)
 	var last []group
@@ -254,6 +261,16 @@ func (s *scheduler) schedule(job Job, workers []Worker, policy Policy) Decision 
 	eligible := len(workers) - s.excl[exclLabel] - s.excl[exclRegion] - s.excl[exclNoTorchrun] - s.excl[exclTooFewGPUs]
 	d.Summary = unplacedSummary(&d, level, s.nodes, bestExp, distinctKeys(lastExp.Buckets), eligible, s.keys)
 	return d
+}
+
+// anyDomain reports whether a compatible worker is in an NVLink domain.
+func (s *scheduler) anyDomain() bool {
+	for i := range s.cells {
+		if s.cells[i].key.domain != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // Indices of scheduler.excl, in the order a worker is checked.
