@@ -15,10 +15,10 @@ import (
 // or bytes per second. It keeps the unit it was written in, so that a plan
 // says it back the same way.
 type Bandwidth struct {
-	BitsPerSecond float64
+	BitsPerSecond float64 `json:"bits_per_second"`
 	// Unit is how the value was written, canonically spelled: "Mb/s",
 	// "Gb/s", "Tb/s", "MB/s", "GB/s" or "TB/s".
-	Unit string
+	Unit string `json:"unit"`
 }
 
 // bandwidthUnits are the units ParseBandwidth accepts, with their

@@ -117,12 +117,12 @@ func (loc Location) Upto(l Level) Location {
 }
 
 // String writes the known fields from loosest to tightest, joined by "/":
-// "europe-west1/europe-west1-b/rack-3"; "" when nothing is known. The NVLink
-// domain is left out: it is a long id of the fabric, named where it matters
-// by DomainName.
+// "europe-west1/europe-west1-b/rack-3", and an NVLink domain by its
+// DomainName ("europe-west1/europe-west1-b/rack-3/9f3c21ab:1"); "" when
+// nothing is known.
 func (loc Location) String() string {
 	s := loc.Region
-	for _, f := range [...]string{loc.Zone, loc.NetworkGroup} {
+	for _, f := range [...]string{loc.Zone, loc.NetworkGroup, DomainName(loc.NVLinkDomain)} {
 		if f == "" {
 			continue
 		}

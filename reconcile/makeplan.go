@@ -162,6 +162,8 @@ type planner struct {
 	// their jobs move; creating, the machines it creates.
 	machineGone map[string]Reason
 	creating    []creation
+	// sched is the last placement pass, for its placements' costs.
+	sched scheduled
 }
 
 func (pl *planner) targeted(name string) bool {

@@ -92,6 +92,10 @@ func (pl *planner) schedule() map[string]placement.Decision {
 			}
 		}
 	}
+	pl.sched = scheduled{workers: workers, order: make([]string, len(order))}
+	for i, v := range order {
+		pl.sched.order[i] = v.name
+	}
 	out := map[string]placement.Decision{}
 	for i, d := range placement.ScheduleAll(reqs, workers) {
 		out[order[i].name] = d
@@ -121,6 +125,7 @@ func worker(h *host, released map[string]bool, held []int, keptNodes int, lineag
 	if w.GPUs == 0 {
 		w.GPUs = h.matrix.GPUs()
 	}
+	w.Location.NVLinkDomain = nvlinkDomain(fh)
 	free := topology.DeviceSetOf(fh.FreeGPUs...)
 	foreign := map[int]bool{}
 	for _, g := range fh.GPUs {
@@ -310,6 +315,7 @@ func (pl *planner) change(v *verdict, decisions map[string]placement.Decision) J
 				c.Action, c.StopPrior = ActionReplace, true
 			}
 			c.Placement = pl.newPlacement(d)
+			c.Placement.Cost = pl.cost(d, c.Placement, Policy(v.spec.Policy), decisions)
 		default:
 			expl := d.Explanation
 			c.Decision.Explanation = &expl
@@ -358,6 +364,8 @@ func (pl *planner) recordedPlacement(v *verdict) *Placement {
 		}
 		if h := pl.hosts[n.Host]; h != nil {
 			pn.LocationTrusted = h.trusted
+			// State records no domain: the host's facts now say it.
+			pn.Location.NVLinkDomain = nvlinkDomain(h.facts)
 			if h.facts != nil {
 				pn.Bottleneck = bottleneckOf(h.facts.Topology, n.GPUs)
 				pn.NUMA = numaOf(h.facts.Topology, n.GPUs)
@@ -369,7 +377,7 @@ func (pl *planner) recordedPlacement(v *verdict) *Placement {
 		}
 	}
 	// The level is the tightest every node shares.
-	for _, l := range []placement.Level{placement.LevelNetworkGroup, placement.LevelZone, placement.LevelRegion} {
+	for _, l := range []placement.Level{placement.LevelNVLinkDomain, placement.LevelNetworkGroup, placement.LevelZone, placement.LevelRegion} {
 		if shared(out.Nodes, l) {
 			out.Level = l
 			out.Location = out.Location.Upto(l)
