@@ -1,0 +1,188 @@
+package reconcile_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpulayer/gpulayer/placement"
+	"github.com/gpulayer/gpulayer/reconcile"
+	"github.com/gpulayer/gpulayer/reconcile/facts"
+	"github.com/gpulayer/gpulayer/reconcile/planview"
+	"github.com/gpulayer/gpulayer/reconcile/state"
+	"github.com/gpulayer/gpulayer/topology"
+)
+
+// wideHCL is a job of three whole DGX-1s under prefer: rack-3 has three
+// machines, so it is the tighter option whenever all three are free.
+const wideHCL = `
+job "wide" {
+  nodes         = 3
+  gpus_per_node = 8
+  launcher      = "plain"
+  command       = ["python", "train.py"]
+}
+`
+
+// The fleet with a link_bandwidth block: its zone measured slower than
+// the default.
+const fleetBandwidthHCL = `
+fleet "lab" {
+  region        = "paris"
+  zone          = "paris-1"
+  network_group = "rack-3"
+  link_bandwidth {
+    zone          = "25Gbps"
+    nvlink_domain = "1.8TB/s"
+  }
+  host "a1" { address = "10.1.0.11" }
+  host "a2" { address = "10.1.0.12" }
+  host "a3" { address = "10.1.0.13:2222" }
+  host "b1" {
+    address       = "10.1.0.21"
+    network_group = "rack-4"
+  }
+}
+`
+
+// nvlFabric registers every GPU of h with clique of the cluster.
+func nvlFabric(h *facts.Host, clique uint32, state string) {
+	for i := range h.GPUs {
+		h.GPUs[i].Fabric = &topology.GPUFabric{Index: i, State: state, Status: topology.FabricSuccess, CliqueID: clique,
+			ClusterUUID: "9f3c21ab-5e0d-4c1b-8a7e-2f6d0c9b1e44"}
+	}
+	if state == topology.FabricCompleted {
+		h.NVLinkDomain, _ = topology.NVLinkDomain(fabricsOf(h))
+	}
+}
+
+func fabricsOf(h *facts.Host) []topology.GPUFabric {
+	var out []topology.GPUFabric
+	for _, g := range h.GPUs {
+		out = append(out, *g.Fabric)
+	}
+	return out
+}
+
+var costCases = []planCase{
+	{
+		// eval, running on a1, keeps rack-3 from holding wide: the plan
+		// says so, and that its zone link is the fleet's 25 Gb/s.
+		name: "cost-passed-over",
+		build: func(t *testing.T) reconcile.Input {
+			cfg := loadConfig(t, fleetBandwidthHCL, wideHCL, evalHCL)
+			st, doc := state.New(), fleetFacts()
+			running(t, st, doc, cfg, "eval", "run-eval", map[string][]int{"a1": {0}}, "a1")
+			return input(cfg, st, doc)
+		},
+		check: func(t *testing.T, p *reconcile.Plan) {
+			c := action(t, p, "wide", reconcile.ActionCreate, reconcile.ReasonNewJob)
+			cost := c.Placement.Cost
+			if cost == nil || cost.Between == nil || cost.Between.Level != placement.LevelZone || cost.Between.Fleet != "lab" ||
+				cost.Between.Bandwidth.BitsPerSecond != 25e9 || cost.Slowest != "between_nodes" {
+				t.Fatalf("cost %+v, want between nodes inside one zone at lab's 25 Gb/s, the slowest", cost)
+			}
+			// rack-3 first, the closer; then rack-4, which is too small.
+			if len(cost.Rejected) != 2 || cost.Rejected[1].Eligible != 1 || cost.Rejected[0].Location.NetworkGroup != "rack-3" || cost.Rejected[0].Free != 2 ||
+				len(cost.Rejected[0].HeldBy) != 1 || cost.Rejected[0].HeldBy[0].Job != "eval" || cost.Rejected[0].HeldBy[0].Hosts[0] != "a1" {
+				t.Errorf("rejected %+v, want rack-3 with 2 of 3 free, eval holding a1, then rack-4", cost.Rejected)
+			}
+		},
+	},
+	{
+		// a1 and a2 have completed their registration with clique 7,
+		// a3 is still registering and b1 claims the domain in its facts
+		// with no GPU registered: only a1 and a2 are in it.
+		name: "cost-nvlink-domain",
+		build: func(t *testing.T) reconcile.Input {
+			cfg := loadConfig(t, fleetBandwidthHCL, `
+job "pair" {
+  nodes         = 2
+  gpus_per_node = 8
+  launcher      = "plain"
+  command       = ["python", "train.py"]
+}
+job "trio" {
+  nodes         = 3
+  gpus_per_node = 8
+  launcher      = "plain"
+  command       = ["python", "train.py"]
+}`)
+			doc := fleetFacts()
+			nvlFabric(&doc.Hosts[0], 7, topology.FabricCompleted)
+			nvlFabric(&doc.Hosts[1], 7, topology.FabricCompleted)
+			nvlFabric(&doc.Hosts[2], 7, topology.FabricInProgress)
+			doc.Hosts[3].NVLinkDomain = doc.Hosts[0].NVLinkDomain
+			return input(cfg, state.New(), doc)
+		},
+		check: func(t *testing.T, p *reconcile.Plan) {
+			pair := action(t, p, "pair", reconcile.ActionCreate, reconcile.ReasonNewJob)
+			if pair.Placement.Level != placement.LevelNVLinkDomain || pair.Placement.Nodes[0].Host != "a1" || pair.Placement.Nodes[1].Host != "a2" {
+				t.Errorf("pair: %+v, want a1 a2 in their NVLink domain", pair.Placement)
+			}
+			if b := pair.Placement.Cost.Between; b == nil || b.Level != placement.LevelNVLinkDomain || b.Bandwidth.String() != "1.8 TB/s" {
+				t.Errorf("pair: between %+v, want the fleet's 1.8 TB/s inside the domain", b)
+			}
+			// trio cannot have the domain, so it passes it over; pair
+			// was placed before it.
+			trio := p.Job("trio")
+			if trio.Action != reconcile.ActionWaiting {
+				t.Fatalf("trio: %s, want waiting (pair holds a1, a2)", trio.Action)
+			}
+		},
+	},
+	{
+		// A machine whose GPU model names no known generation: the
+		// estimate says so rather than guess.
+		name: "cost-unknown-generation",
+		build: func(t *testing.T) reconcile.Input {
+			cfg := loadConfig(t, fleetHCL, trainHCL)
+			doc := fleetFacts()
+			for i := range doc.Hosts {
+				for g := range doc.Hosts[i].GPUs {
+					doc.Hosts[i].GPUs[g].Name = "Acme Tensor 9000"
+				}
+			}
+			return input(cfg, state.New(), doc)
+		},
+		check: func(t *testing.T, p *reconcile.Plan) {
+			c := action(t, p, "train", reconcile.ActionCreate, reconcile.ReasonNewJob)
+			if in := c.Placement.Cost.Inside; in == nil || in.Bandwidth != nil || in.Over != "" || in.Link == "" || c.Placement.Cost.Slowest != "" {
+				t.Errorf("inside %+v, slowest %q: want a link with no bandwidth and no slowest", in, c.Placement.Cost.Slowest)
+			}
+		},
+	},
+}
+
+// TestPlanCostCases: what a placement costs, and the tighter options it
+// passed over, in the plan's three renderings (goldens under
+// testdata/plan/cost-*).
+func TestPlanCostCases(t *testing.T) {
+	for _, tc := range costCases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := reconcile.MakePlan(tc.build(t))
+			tc.check(t, p)
+			noSharedGPU(t, p)
+			var text, js, md bytes.Buffer
+			if err := planview.Text(&text, p, planview.Options{}); err != nil {
+				t.Fatal(err)
+			}
+			enc := json.NewEncoder(&js)
+			enc.SetIndent("", "  ")
+			if err := enc.Encode(p); err != nil {
+				t.Fatal(err)
+			}
+			if err := planview.Markdown(&md, p); err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(text.String(), "9f3c21ab-5e0d") {
+				t.Error("the plan's text prints a whole NVLink domain id")
+			}
+			assertGolden(t, filepath.Join("testdata", "plan", tc.name+".txt"), text.Bytes())
+			assertGolden(t, filepath.Join("testdata", "plan", tc.name+".md"), md.Bytes())
+			assertGolden(t, filepath.Join("testdata", "plan", tc.name+".json"), js.Bytes())
+		})
+	}
+}
