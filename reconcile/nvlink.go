@@ -59,3 +59,20 @@ func domainShaped(id string) bool {
 	}
 	return true
 }
+
+// domainNames interns NVLink domain ids: each host's facts hold their own
+// copy of the 47-byte id, and the scheduler compares a worker's against
+// its group's for every worker; one string per domain makes that a
+// pointer compare.
+type domainNames map[string]string
+
+func (d domainNames) intern(id string) string {
+	if id == "" {
+		return ""
+	}
+	if s, ok := d[id]; ok {
+		return s
+	}
+	d[id] = id
+	return id
+}

@@ -70,12 +70,15 @@ func (pl *planner) schedule() map[string]placement.Decision {
 		}
 	}
 	var workers []placement.Worker
+	domains := domainNames{}
 	for _, name := range pl.hostNames {
 		h := pl.hosts[name]
 		if _, gone := pl.machineGone[name]; gone || !h.usable() {
 			continue
 		}
-		workers = append(workers, worker(h, released, held[name], kept[name], pl.st.Lineage))
+		w := worker(h, released, held[name], kept[name], pl.st.Lineage)
+		w.Location.NVLinkDomain = domains.intern(w.Location.NVLinkDomain)
+		workers = append(workers, w)
 	}
 	// Jobs already in state go first, then new ones; each in name order.
 	var reqs []placement.Request
