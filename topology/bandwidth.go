@@ -39,8 +39,10 @@ var generations = []struct {
 	marker string
 	gen    Generation
 }{
-	{"GB200", Generation{"NVLink5", nvlink5GBps, "PCIe gen5", pcie5GBps}},
-	{"B200", Generation{"NVLink5", nvlink5GBps, "PCIe gen5", pcie5GBps}},
+	// Blackwell's host interface is left unknown: sources disagree on
+	// gen5 or gen6 (docs/topology.md).
+	{"GB200", Generation{NVLink: "NVLink5", NVLinkGBps: nvlink5GBps}},
+	{"B200", Generation{NVLink: "NVLink5", NVLinkGBps: nvlink5GBps}},
 	{"GH200", Generation{"NVLink4", nvlink4GBps, "PCIe gen5", pcie5GBps}},
 	{"H200", Generation{"NVLink4", nvlink4GBps, "PCIe gen5", pcie5GBps}},
 	{"H100", Generation{"NVLink4", nvlink4GBps, "PCIe gen5", pcie5GBps}},
