@@ -63,6 +63,10 @@ type RejectedOption struct {
 	Free     int                `json:"free"`     // machines free enough now
 	Eligible int                `json:"eligible"` // compatible machines, free or not
 	Needed   int                `json:"needed"`
+	// Incompatible counts the free machines at the same location that
+	// another value of a compatible property keeps out of this group
+	// (torch_version, cuda_driver, gpu_model: the first that differs).
+	Incompatible []placement.Exclusion `json:"incompatible,omitempty"`
 	// HeldBy are what holds its machines that are not free: jobs of this
 	// configuration (kept, or placed earlier in this plan), claims of
 	// other configurations, processes gpulayer did not start; at most
@@ -236,13 +240,49 @@ func (pl *planner) rejected(d placement.Decision, pol placement.Policy, decision
 			x, y := &lv.Buckets[a], &lv.Buckets[b]
 			return cmp.Or(cmp.Compare(y.Free, x.Free), cmp.Compare(y.Eligible, x.Eligible))
 		})
-		for _, i := range idx[:min(len(idx), maxRejectedPerLevel)] {
+		var listed []placement.Location
+		for _, i := range idx {
 			b := &lv.Buckets[i]
-			r := RejectedOption{Level: lv.Level, Location: b.Location, Free: b.Free, Eligible: b.Eligible, Needed: b.Needed}
+			// One line per place: another bucket at the same location
+			// (another torch version) is counted in Incompatible.
+			if len(listed) == maxRejectedPerLevel || slices.Contains(listed, b.Location) {
+				continue
+			}
+			listed = append(listed, b.Location)
+			r := RejectedOption{Level: lv.Level, Location: b.Location, Free: b.Free, Eligible: b.Eligible, Needed: b.Needed,
+				Incompatible: incompatible(lv.Buckets, i)}
 			if b.Free < b.Eligible {
 				r.HeldBy = pl.heldBy(d.Job, lv.Level, b, keys, decisions)
 			}
 			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// incompatible counts, by the first compatible property that differs, the
+// free workers of the other buckets at bucket i's location.
+func incompatible(bs []placement.BucketExplanation, i int) []placement.Exclusion {
+	var n [3]int
+	me := &bs[i]
+	for j := range bs {
+		o := &bs[j]
+		if j == i || o.Free == 0 || o.Location != me.Location {
+			continue
+		}
+		switch {
+		case o.TorchVersion != me.TorchVersion:
+			n[0] += o.Free
+		case o.CUDADriver != me.CUDADriver:
+			n[1] += o.Free
+		case o.GPUModel != me.GPUModel:
+			n[2] += o.Free
+		}
+	}
+	var out []placement.Exclusion
+	for p, reason := range [3]placement.Reason{placement.ReasonTorchVersion, placement.ReasonCUDADriver, placement.ReasonGPUModel} {
+		if n[p] > 0 {
+			out = append(out, placement.Exclusion{Reason: reason, Workers: n[p]})
 		}
 	}
 	return out

@@ -134,6 +134,25 @@ job "trio" {
 		},
 	},
 	{
+		// a3 runs another torch version: rack-3 has 2 of the 3 machines
+		// wide needs with one version, and the plan says why not a3.
+		name: "cost-incompatible",
+		build: func(t *testing.T) reconcile.Input {
+			cfg := loadConfig(t, fleetHCL, wideHCL)
+			doc := fleetFacts()
+			doc.Hosts[2].TorchVersion = "2.4.0"
+			return input(cfg, state.New(), doc)
+		},
+		check: func(t *testing.T, p *reconcile.Plan) {
+			c := action(t, p, "wide", reconcile.ActionCreate, reconcile.ReasonNewJob)
+			r := c.Placement.Cost.Rejected
+			if len(r) != 2 || r[0].Location.NetworkGroup != "rack-3" || r[0].Free != 2 ||
+				len(r[0].Incompatible) != 1 || r[0].Incompatible[0] != (placement.Exclusion{Reason: placement.ReasonTorchVersion, Workers: 1}) {
+				t.Errorf("rejected %+v, want rack-3 once, 2 free and 1 more with another torch version", r)
+			}
+		},
+	},
+	{
 		// A machine whose GPU model names no known generation: the
 		// estimate says so rather than guess.
 		name: "cost-unknown-generation",

@@ -30,6 +30,13 @@ var levelWords = map[placement.Level]string{
 	placement.LevelRegion:       "region",
 }
 
+// incompatWords name the property that keeps free machines out of a group.
+var incompatWords = map[placement.Reason]string{
+	placement.ReasonTorchVersion: "torch version",
+	placement.ReasonCUDADriver:   "CUDA driver",
+	placement.ReasonGPUModel:     "GPU model",
+}
+
 // costWords writes "est. slowest link: between zones (~100 Gb/s); inside
 // nodes NV12 (~300 GB/s, NVLink3)", the slower part first; "est. links:"
 // when which is slower is not known. "" without either part.
@@ -77,6 +84,9 @@ func rejectedWords(r reconcile.RejectedOption) string {
 	b.WriteString(strconv.Itoa(r.Free) + " of " + strconv.Itoa(r.Needed) + " machines free")
 	if r.Eligible < r.Needed {
 		b.WriteString(", " + strconv.Itoa(r.Eligible) + " eligible even when idle")
+	}
+	for _, x := range r.Incompatible {
+		b.WriteString("; " + strconv.Itoa(x.Workers) + " more free with another " + incompatWords[x.Reason])
 	}
 	for _, h := range r.HeldBy {
 		hosts := strings.Join(h.Hosts, ", ")
