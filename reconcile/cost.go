@@ -119,13 +119,17 @@ type scheduled struct {
 	order   []string
 	// holders, built on first use, are per host what holds its GPUs
 	// before the pass; takenIn, per host, the jobs of the pass placed on
-	// it, in pass order.
+	// it, in pass order, with the GPUs each took.
 	holders map[string][]Holder
-	takenIn map[string][]int
+	takenIn map[string][]taken
 }
 
+// taken is a job of the pass placed on a host: its index in order and
+// how many of the host's GPUs it took.
+type taken struct{ job, gpus int }
+
 // cost is a placed decision's cost, from the last pass's workers.
-func (pl *planner) cost(d placement.Decision, p *Placement, pol placement.Policy, decisions map[string]placement.Decision) *Cost {
+func (pl *planner) cost(d placement.Decision, p *Placement, pol placement.Policy, gpn int, decisions map[string]placement.Decision) *Cost {
 	c := &Cost{Inside: pl.insideCost(p), Between: pl.betweenCost(p)}
 	if c.Inside != nil && c.Inside.Bandwidth != nil && c.Between != nil {
 		c.Slowest = "between_nodes"
@@ -133,7 +137,7 @@ func (pl *planner) cost(d placement.Decision, p *Placement, pol placement.Policy
 			c.Slowest = "inside_nodes"
 		}
 	}
-	c.Rejected = pl.rejected(d, pol, decisions)
+	c.Rejected = pl.rejected(d, pol, gpn, decisions)
 	if c.Inside == nil && c.Between == nil && c.Rejected == nil {
 		return nil
 	}
@@ -224,7 +228,7 @@ func (pl *planner) betweenCost(p *Placement) *BetweenCost {
 // rejected lists, for each level tried before the one the job was placed
 // at, the groups closest to holding it and what holds their busy
 // machines.
-func (pl *planner) rejected(d placement.Decision, pol placement.Policy, decisions map[string]placement.Decision) []RejectedOption {
+func (pl *planner) rejected(d placement.Decision, pol placement.Policy, gpn int, decisions map[string]placement.Decision) []RejectedOption {
 	levels := d.Explanation.Levels
 	if len(levels) < 2 || d.Job == "" {
 		return nil
@@ -252,7 +256,7 @@ func (pl *planner) rejected(d placement.Decision, pol placement.Policy, decision
 			r := RejectedOption{Level: lv.Level, Location: b.Location, Free: b.Free, Eligible: b.Eligible, Needed: b.Needed,
 				Incompatible: incompatible(lv.Buckets, i)}
 			if b.Free < b.Eligible {
-				r.HeldBy = pl.heldBy(d.Job, lv.Level, b, keys, decisions)
+				r.HeldBy = pl.heldBy(d.Job, gpn, lv.Level, b, keys, decisions)
 			}
 			out = append(out, r)
 		}
@@ -298,10 +302,11 @@ func compatKeys(pol placement.Policy) [3]bool {
 	return [3]bool{slices.Contains(props, placement.CompatTorch), slices.Contains(props, placement.CompatCUDADriver), slices.Contains(props, placement.CompatGPUModel)}
 }
 
-// heldBy is what holds the machines of bucket b (at level) that job could
-// not take: for each such machine, the jobs and others holding GPUs on it
+// heldBy is what holds the machines of bucket b (at level) that job, of
+// gpn GPUs per node, could not take: for each machine with fewer than gpn
+// GPUs free at the job's turn, the jobs and others holding GPUs on it
 // before the pass, and the jobs placed on it earlier in the pass.
-func (pl *planner) heldBy(job string, level placement.Level, b *placement.BucketExplanation, keys [3]bool, decisions map[string]placement.Decision) []Holder {
+func (pl *planner) heldBy(job string, gpn int, level placement.Level, b *placement.BucketExplanation, keys [3]bool, decisions map[string]placement.Decision) []Holder {
 	s := &pl.sched
 	if s.holders == nil {
 		pl.buildHolders(decisions)
@@ -329,12 +334,21 @@ func (pl *planner) heldBy(job string, level placement.Level, b *placement.Bucket
 			keys[0] && w.TorchVersion != b.TorchVersion || keys[1] && w.CUDADriver != b.CUDADriver || keys[2] && w.GPUModel != b.GPUModel {
 			continue
 		}
+		free := (w.Free & topology.AllDevices(min(w.GPUs, topology.MaxGPUs))).Len()
+		for _, t := range s.takenIn[w.ID] {
+			if t.job < me {
+				free -= t.gpus
+			}
+		}
+		if free >= gpn {
+			continue // free enough at the job's turn: nothing holds it
+		}
 		for _, h := range s.holders[w.ID] {
 			add(h, w.ID)
 		}
-		for _, j := range s.takenIn[w.ID] {
-			if j < me {
-				add(Holder{Kind: HolderJob, Job: s.order[j]}, w.ID)
+		for _, t := range s.takenIn[w.ID] {
+			if t.job < me {
+				add(Holder{Kind: HolderJob, Job: s.order[t.job]}, w.ID)
 			}
 		}
 	}
@@ -346,7 +360,7 @@ func (pl *planner) heldBy(job string, level placement.Level, b *placement.Bucket
 // start) and the jobs the pass placed on each.
 func (pl *planner) buildHolders(decisions map[string]placement.Decision) {
 	s := &pl.sched
-	s.holders, s.takenIn = map[string][]Holder{}, map[string][]int{}
+	s.holders, s.takenIn = map[string][]Holder{}, map[string][]taken{}
 	for _, v := range pl.verdicts {
 		if v.prior == nil || !v.keep || v.ended {
 			continue
@@ -378,7 +392,7 @@ func (pl *planner) buildHolders(decisions map[string]placement.Decision) {
 			continue
 		}
 		for _, w := range d.Workers {
-			s.takenIn[w.Worker] = append(s.takenIn[w.Worker], j)
+			s.takenIn[w.Worker] = append(s.takenIn[w.Worker], taken{job: j, gpus: len(w.GPUs)})
 		}
 	}
 }

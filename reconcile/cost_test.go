@@ -3,6 +3,7 @@ package reconcile_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -203,5 +204,72 @@ func TestPlanCostCases(t *testing.T) {
 			assertGolden(t, filepath.Join("testdata", "plan", tc.name+".md"), md.Bytes())
 			assertGolden(t, filepath.Join("testdata", "plan", tc.name+".json"), js.Bytes())
 		})
+	}
+}
+
+// TestPassedOverNamesWhatHoldsItsMachines: of rack-3's four machines, a1
+// runs processes gpulayer did not start, another configuration claims a
+// GPU of a2, and alpha, placed earlier in this plan, takes one more; wide
+// passes rack-3 over for the zone, and the plan names each holder, and not
+// the machine that stays free.
+func TestPassedOverNamesWhatHoldsItsMachines(t *testing.T) {
+	cfg := loadConfig(t, `
+fleet "lab" {
+  region        = "paris"
+  zone          = "paris-1"
+  network_group = "rack-3"
+  host "a1" { address = "10.1.0.11" }
+  host "a2" { address = "10.1.0.12" }
+  host "a3" { address = "10.1.0.13" }
+  host "a4" { address = "10.1.0.14" }
+  host "b1" {
+    address       = "10.1.0.21"
+    network_group = "rack-4"
+  }
+  host "b2" {
+    address       = "10.1.0.22"
+    network_group = "rack-4"
+  }
+}
+job "alpha" {
+  nodes         = 1
+  gpus_per_node = 8
+  launcher      = "plain"
+  command       = ["python", "train.py"]
+}`, wideHCL)
+	doc := &facts.Document{Version: facts.Version, Hosts: []facts.Host{
+		machine("a1", "rack-3"), machine("a2", "rack-3"), machine("a3", "rack-3"), machine("a4", "rack-3"),
+		machine("b1", "rack-4"), machine("b2", "rack-4"),
+	}}
+	occupy(&doc.Hosts[0], 777)
+	doc.Hosts[1].GPUs[0].Claim = &facts.Claim{Lineage: "0bf1c6a2-0000-4000-8000-000000000001", Job: "other", RunID: "r1", PID: 99}
+	p := reconcile.MakePlan(input(cfg, state.New(), doc))
+	alpha := action(t, p, "alpha", reconcile.ActionCreate, reconcile.ReasonNewJob)
+	wide := action(t, p, "wide", reconcile.ActionCreate, reconcile.ReasonNewJob)
+	took := alpha.Placement.Nodes[0].Host
+	var rack3 *reconcile.RejectedOption
+	for i, r := range wide.Placement.Cost.Rejected {
+		if r.Location.NetworkGroup == "rack-3" {
+			rack3 = &wide.Placement.Cost.Rejected[i]
+		}
+	}
+	if wide.Placement.Level != placement.LevelZone || rack3 == nil || rack3.Free != 1 || rack3.Eligible != 4 {
+		t.Fatalf("wide at %s, rejected %+v; want zone, passing over rack-3 with 1 of 4 free", wide.Placement.Level, wide.Placement.Cost.Rejected)
+	}
+	want := []reconcile.Holder{
+		{Kind: reconcile.HolderProcesses, Hosts: []string{"a1"}},
+		{Kind: reconcile.HolderOtherState, Hosts: []string{"a2"}},
+		{Kind: reconcile.HolderJob, Job: "alpha", Hosts: []string{took}},
+	}
+	if fmt.Sprint(rack3.HeldBy) != fmt.Sprint(want) {
+		t.Errorf("held by %+v, want %+v", rack3.HeldBy, want)
+	}
+	var text bytes.Buffer
+	if err := planview.Text(&text, p, planview.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	line := `passed over network group rack-3: 1 of 3 machines free; processes gpulayer did not start use GPUs of a1; another configuration's job holds GPUs of a2; job "alpha" holds ` + took
+	if !strings.Contains(text.String(), line) {
+		t.Errorf("the plan does not say\n%s\n%s", line, text.String())
 	}
 }

@@ -318,7 +318,7 @@ func (pl *planner) change(v *verdict, decisions map[string]placement.Decision) J
 				c.Action, c.StopPrior = ActionReplace, true
 			}
 			c.Placement = pl.newPlacement(d)
-			c.Placement.Cost = pl.cost(d, c.Placement, Policy(v.spec.Policy), decisions)
+			c.Placement.Cost = pl.cost(d, c.Placement, Policy(v.spec.Policy), v.spec.GPUsPerNode, decisions)
 		default:
 			expl := d.Explanation
 			c.Decision.Explanation = &expl
