@@ -13,10 +13,12 @@ import (
 //   - Eligibility: the policy's labels and regions, enough GPUs, enough free
 //     GPUs now (a CPU-only job needs neither); one torch version inside a
 //     group.
-//   - Levels: prefer tries one network group, then one zone, one region, and
-//     any, and takes the tightest that holds the job now; a required level
-//     (network_group, zone, region) is the only one tried, and workers with
-//     no value there never qualify; any ignores location.
+//   - Levels: prefer tries one NVLink domain (for a job of several nodes,
+//     where a worker is in one), then one network group, one zone, one
+//     region, and any, and takes the tightest that holds the job now; a
+//     required level (nvlink_domain, network_group, zone, region) is the
+//     only one tried, and workers with no value there never qualify; any
+//     ignores location.
 //   - Buckets: at a level, the candidate groups are buckets of (torch
 //     version, location). Of those that hold the job, best fit takes the one
 //     left with the fewest free workers (first_fill: the first to fill in

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"cmp"
 	"slices"
+	"strings"
 
 	"github.com/gpulayer/gpulayer/config"
 	"github.com/gpulayer/gpulayer/placement"
@@ -163,7 +164,9 @@ func (pl *planner) insideCost(p *Placement) *InsideCost {
 			model = gpuModel(h.facts)
 		}
 		ic := &InsideCost{Link: l.String(), Host: n.Host, GPUModel: model}
-		if gen, ok := topology.GenerationOf(model); ok {
+		// A machine of several models (their names joined by " + ") has
+		// links of more than one kind: its generation is not one.
+		if gen, ok := topology.GenerationOf(model); ok && !strings.Contains(model, " + ") {
 			if gbps, over := topology.LinkBandwidth(l, gen); gbps > 0 {
 				ic.Over, ic.Bandwidth = over, &config.Bandwidth{BitsPerSecond: gbps * 8e9, Unit: "GB/s"}
 			}
