@@ -149,6 +149,9 @@ func (loc Location) words(l Level) string {
 // An id not of that shape (it came from a machine) is cut to 24 bytes of
 // letters, digits and -:._, the rest dropped.
 func DomainName(id string) string {
+	if id == "" {
+		return ""
+	}
 	if uuid, clique, ok := strings.Cut(id, ":"); ok && len(uuid) == 36 && uuid[8] == '-' && len(clique) > 0 && len(clique) <= 10 {
 		return uuid[:8] + ":" + clique
 	}

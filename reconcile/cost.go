@@ -205,13 +205,13 @@ func (pl *planner) betweenCost(p *Placement) *BetweenCost {
 	// slower end says. The default wins ties, then the first fleet.
 	bc := &BetweenCost{Level: level}
 	first := true
-	seen := map[string]bool{}
+	var seen []*config.Fleet // a job's nodes are in few fleets
 	for _, n := range p.Nodes {
 		h := pl.hosts[n.Host]
-		if h == nil || h.fleet == nil || seen[h.fleet.Name] {
+		if h == nil || h.fleet == nil || slices.Contains(seen, h.fleet) {
 			continue
 		}
-		seen[h.fleet.Name] = true
+		seen = append(seen, h.fleet)
 		bw, fleet := DefaultLinkBandwidth[level], ""
 		if lb := h.fleet.LinkBandwidth; lb != nil {
 			if v, ok := lb.ByLevel[level.String()]; ok {
