@@ -40,7 +40,7 @@ const (
 // and diagnostics list them.
 var (
 	HostKeyChecks   = []string{HostKeyStrict, HostKeyAcceptNew}
-	GroupLocalities = []string{LocalityPrefer, LocalityNetworkGroup, LocalityZone, LocalityRegion, LocalityAny}
+	GroupLocalities = []string{LocalityPrefer, LocalityNVLinkDomain, LocalityNetworkGroup, LocalityZone, LocalityRegion, LocalityAny}
 	Ranks           = []string{RankSpread, RankFirstFit, RankMostFreeMemory, RankBinpack}
 	Unschedulables  = []string{UnschedulableWait, UnschedulableFail}
 	BucketChoices   = []string{BucketBestFit, BucketFirstFill}
@@ -91,6 +91,7 @@ var fleetSchema = &hcl.BodySchema{
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "host", LabelNames: []string{"name"}},
 		{Type: "gcp"},
+		{Type: "link_bandwidth"},
 	},
 }
 
@@ -390,14 +391,18 @@ func (l *loader) fleets(blocks hcl.Blocks) {
 		d.strMap(a, "labels", &f.Labels)
 		d.integer(a, "count", 0, &f.Count)
 
-		var gcpBlocks, hostBlocks hcl.Blocks
+		var gcpBlocks, hostBlocks, bwBlocks hcl.Blocks
 		for _, inner := range content.Blocks {
-			if inner.Type == "gcp" {
+			switch inner.Type {
+			case "gcp":
 				gcpBlocks = append(gcpBlocks, inner)
-			} else {
+			case "link_bandwidth":
+				bwBlocks = append(bwBlocks, inner)
+			default:
 				hostBlocks = append(hostBlocks, inner)
 			}
 		}
+		f.LinkBandwidth = l.linkBandwidth(d, bwBlocks)
 		for i, gb := range gcpBlocks {
 			if i > 0 {
 				l.add(&hcl.Diagnostic{

@@ -85,6 +85,7 @@ var diagnosticCases = []diagnosticCase{
 	{fixture: "invalid_policy_name", severity: hcl.DiagError, summary: "Invalid policy name", line: 1},
 	{fixture: "invalid_variable_type", severity: hcl.DiagError, summary: "Invalid type specification", line: 2},
 	{fixture: "invalid_launcher", severity: hcl.DiagError, summary: "Invalid value for launcher", line: 4},
+	{fixture: "invalid_link_bandwidth", severity: hcl.DiagError, summary: "Invalid bandwidth", line: 4},
 	{fixture: "invalid_on_unschedulable", severity: hcl.DiagError, summary: "Invalid value for on_unschedulable", line: 2},
 	{fixture: "invalid_rank", severity: hcl.DiagError, summary: "Invalid value for rank", line: 2},
 	{fixture: "ipv6_without_brackets", severity: hcl.DiagError, summary: "Invalid host address", line: 2},

@@ -95,14 +95,16 @@ func (l Location) Over(over Location) Location {
 // Fleet is a `fleet "name"` block: either static hosts, or Count machines
 // that gpulayer creates on GCP.
 type Fleet struct {
-	Name      string
-	SSH       *SSH // nil: defaults (current user, port 22, ~/.ssh/known_hosts, strict)
-	Location  Location
-	Labels    map[string]string
-	Hosts     []*Host // static machines, in declaration order
-	Count     int     // machines to create; only with GCP
-	GCP       *GCP
-	DeclRange hcl.Range
+	Name     string
+	SSH      *SSH // nil: defaults (current user, port 22, ~/.ssh/known_hosts, strict)
+	Location Location
+	Labels   map[string]string
+	Hosts    []*Host // static machines, in declaration order
+	Count    int     // machines to create; only with GCP
+	GCP      *GCP
+	// LinkBandwidth is the fleet's link_bandwidth block; nil without one.
+	LinkBandwidth *LinkBandwidth
+	DeclRange     hcl.Range
 }
 
 // Host is a `host "name"` block inside a fleet. Location and Labels already
@@ -162,6 +164,7 @@ const (
 // Placement policy values (ADR-0021).
 const (
 	LocalityPrefer       = "prefer"
+	LocalityNVLinkDomain = "nvlink_domain" // machines whose GPUs share one NVLink fabric clique
 	LocalityNetworkGroup = "network_group"
 	LocalityZone         = "zone"
 	LocalityRegion       = "region"

@@ -12,18 +12,21 @@ import (
 // cellKey is the compatibility properties the policy keys on (torch,
 // CUDA driver, GPU model; "" for those it does not list) and the full
 // location: the finest bucket.
-type cellKey struct{ torch, driver, model, region, zone, ng string }
+type cellKey struct{ torch, driver, model, region, zone, ng, domain string }
 
-// field is the key's location value at depth 1 (region), 2 (zone) or 3
-// (network group). Depth 0 is the compatibility properties (sameCompat).
+// field is the key's location value at depth 1 (region), 2 (zone), 3
+// (network group) or 4 (NVLink domain). Depth 0 is the compatibility
+// properties (sameCompat).
 func (k *cellKey) field(depth int) string {
 	switch depth {
 	case 1:
 		return k.region
 	case 2:
 		return k.zone
+	case 3:
+		return k.ng
 	}
-	return k.ng
+	return k.domain
 }
 
 func (k *cellKey) sameCompat(o *cellKey) bool {
@@ -47,7 +50,7 @@ func (k *cellKey) less(o *cellKey) int {
 			return c
 		}
 	}
-	for d := 1; d < 4; d++ {
+	for d := 1; d <= depthOf(0); d++ {
 		if c := strings.Compare(k.field(d), o.field(d)); c != 0 {
 			return c
 		}
@@ -138,7 +141,7 @@ func (s *scheduler) classify() {
 		if c < 0 || !s.cells[c].holds(w, torch) || more && !s.cells[c].holdsMore(driver, model) {
 			c = *second - 1
 			if c < 0 || !s.cells[c].holds(w, torch) || more && !s.cells[c].holdsMore(driver, model) {
-				c = s.cellFor(cellKey{torch, driver, model, w.Location.Region, w.Location.Zone, w.Location.NetworkGroup})
+				c = s.cellFor(cellKey{torch, driver, model, w.Location.Region, w.Location.Zone, w.Location.NetworkGroup, w.Location.NVLinkDomain})
 				if *first == 0 {
 					*first = c + 1
 				} else {
@@ -217,7 +220,8 @@ func (s *scheduler) classify() {
 // differ most often, so they are compared first.
 func (c *cell) holds(w *Worker, torch string) bool {
 	return c.print.zone.is(w.Location.Zone, c.key.zone) && c.print.ng.is(w.Location.NetworkGroup, c.key.ng) &&
-		c.print.region.is(w.Location.Region, c.key.region) && c.print.torch.is(torch, c.key.torch)
+		c.print.region.is(w.Location.Region, c.key.region) && c.print.torch.is(torch, c.key.torch) &&
+		c.print.domain.is(w.Location.NVLinkDomain, c.key.domain)
 }
 
 // holdsMore is holds for the CUDA driver and GPU model, checked only when
@@ -263,7 +267,7 @@ func (k *strKey) is(s, orig string) bool {
 }
 
 // cellPrint is the fingerprint of a cellKey.
-type cellPrint struct{ torch, driver, model, region, zone, ng strKey }
+type cellPrint struct{ torch, driver, model, region, zone, ng, domain strKey }
 
 // slotCount is the size of the cell cache in classify: 2^slotBits.
 const (
@@ -291,6 +295,12 @@ func slotHash(w *Worker) uint64 {
 	if len(t) > 0 {
 		h |= uint64(t[len(t)-1]) << 40
 	}
+	// An NVLink domain id ends in its clique id and starts with its
+	// cluster's UUID: the domains of one network group differ in one or
+	// the other.
+	if d := w.Location.NVLinkDomain; len(d) > 8 {
+		h ^= uint64(d[len(d)-1])<<16 ^ uint64(d[7])<<24
+	}
 	return h
 }
 
@@ -312,7 +322,7 @@ func moreHash(driver, model string) uint64 {
 // classify finds most workers' cells without calling this), a map beyond.
 // The map is kept, emptied, for the next call.
 func (s *scheduler) cellFor(k cellKey) int32 {
-	print := cellPrint{keyOf(k.torch), keyOf(k.driver), keyOf(k.model), keyOf(k.region), keyOf(k.zone), keyOf(k.ng)}
+	print := cellPrint{keyOf(k.torch), keyOf(k.driver), keyOf(k.model), keyOf(k.region), keyOf(k.zone), keyOf(k.ng), keyOf(k.domain)}
 	if !s.indexed {
 		// Fingerprints first: word compares reject the other cells
 		// without reading their strings.
@@ -424,7 +434,7 @@ func (s *scheduler) buckets(level Level) ([]group, LevelExplanation) {
 		k := &s.cells[g.clo].key
 		exp.Buckets[i] = BucketExplanation{
 			TorchVersion: k.torch, CUDADriver: k.driver, GPUModel: k.model,
-			Location: Location{Region: k.region, Zone: k.zone, NetworkGroup: k.ng}.Upto(level),
+			Location: Location{Region: k.region, Zone: k.zone, NetworkGroup: k.ng, NVLinkDomain: k.domain}.Upto(level),
 			Eligible: int(g.compat), Free: g.size(), Needed: s.nodes,
 		}
 		if s.slice > 0 {

@@ -22,7 +22,7 @@ func TestCellHoldsMatchesStringEquality(t *testing.T) {
 	}
 	for _, a := range values {
 		for _, b := range values {
-			for field := 0; field < 6; field++ {
+			for field := 0; field < 7; field++ {
 				k := cellKey{torch: "2.5.1", driver: "550.54.15", model: "NVIDIA H100 80GB HBM3", region: "europe-west1", zone: "europe-west1-b", ng: "rack-3"}
 				w := Worker{Location: Location{Region: k.region, Zone: k.zone, NetworkGroup: k.ng}}
 				torch, driver, model := k.torch, k.driver, k.model
@@ -39,8 +39,10 @@ func TestCellHoldsMatchesStringEquality(t *testing.T) {
 					k.zone, w.Location.Zone = a, b
 				case 5:
 					k.ng, w.Location.NetworkGroup = a, b
+				case 6:
+					k.domain, w.Location.NVLinkDomain = a, b
 				}
-				c := cell{key: k, print: cellPrint{keyOf(k.torch), keyOf(k.driver), keyOf(k.model), keyOf(k.region), keyOf(k.zone), keyOf(k.ng)}}
+				c := cell{key: k, print: cellPrint{keyOf(k.torch), keyOf(k.driver), keyOf(k.model), keyOf(k.region), keyOf(k.zone), keyOf(k.ng), keyOf(k.domain)}}
 				if got, want := (c.holds(&w, torch) && c.holdsMore(driver, model)), a == b; got != want {
 					t.Fatalf("field %d: cell %q holds worker %q = %v, want %v", field, a, b, got, want)
 				}

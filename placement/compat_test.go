@@ -99,8 +99,8 @@ func TestPolicyValidateRejectsBadCompatibleAndSlices(t *testing.T) {
 		{Policy{Compatible: []string{"torch", "cuda"}}, `policy: unknown compatible property "cuda" (want torch, cuda_driver or gpu_model)`},
 		{Policy{Compatible: []string{"gpu_model", "gpu_model"}}, `policy: compatible lists "gpu_model" twice`},
 		{Policy{Slice: &Slice{Nodes: 0, Locality: "zone"}}, "policy: slices of 0 nodes; a slice has at least 1"},
-		{Policy{Slice: &Slice{Nodes: 2, Locality: "any"}}, `policy: unknown slice locality "any" (want network_group, zone or region)`},
-		{Policy{Slice: &Slice{Nodes: 2, Locality: "rack"}}, `policy: unknown slice locality "rack" (want network_group, zone or region)`},
+		{Policy{Slice: &Slice{Nodes: 2, Locality: "any"}}, `policy: unknown slice locality "any" (want nvlink_domain, network_group, zone or region)`},
+		{Policy{Slice: &Slice{Nodes: 2, Locality: "rack"}}, `policy: unknown slice locality "rack" (want nvlink_domain, network_group, zone or region)`},
 		{Policy{GroupLocality: LocalityZone, Slice: &Slice{Nodes: 2, Locality: "region"}}, "policy: slice locality region is looser than group_locality zone; a slice is within the group"},
 		{Policy{Rank: "pack"}, `policy: unknown rank "pack" (want spread, first_fit, most_free_memory or binpack)`},
 	} {

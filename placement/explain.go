@@ -230,7 +230,7 @@ func placedSummary(d *Decision, spans []GroupCount, keys keyMask) string {
 	case LevelAny:
 		b.WriteString(spanWords(spans, "any location"))
 	default:
-		fmt.Fprintf(&b, "same %s %s", d.Level.words(), d.Location.At(d.Level))
+		fmt.Fprintf(&b, "same %s %s", d.Level.words(), d.Location.words(d.Level))
 		if s := spanWords(spans, ""); s != "" {
 			b.WriteString(" across " + s)
 		}
@@ -259,6 +259,8 @@ func spanWords(spans []GroupCount, none string) string {
 
 func plural(l Level) string {
 	switch l {
+	case LevelNVLinkDomain:
+		return "NVLink domains"
 	case LevelNetworkGroup:
 		return "network groups"
 	case LevelZone:
@@ -312,7 +314,7 @@ func unplacedSummary(d *Decision, level Level, nodes int, best *BucketExplanatio
 		if d.Unschedulable {
 			b.WriteString(", even with every worker idle")
 		}
-		where := best.Location.At(level)
+		where := best.Location.words(level)
 		if level == LevelAny {
 			where = compatWords(keys, best.TorchVersion, best.CUDADriver, best.GPUModel)
 		}

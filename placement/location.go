@@ -1,35 +1,46 @@
 package placement
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Location is where a worker is, from the loosest level to the tightest. An
 // empty field means unknown at that level (ADR-0021 §1). Zones are taken
-// inside their region and network groups inside their zone: two zones named
-// "a" in different regions are different zones.
+// inside their region, network groups inside their zone and NVLink domains
+// inside their network group: two zones named "a" in different regions are
+// different zones.
 type Location struct {
 	Region       string `json:"region,omitempty"`
 	Zone         string `json:"zone,omitempty"`
 	NetworkGroup string `json:"network_group,omitempty"`
+	// NVLinkDomain is the multi-node NVLink fabric clique every GPU of the
+	// machine is registered in, "CLUSTER_UUID:CLIQUE_ID"
+	// (topology.NVLinkDomain): the machines of one GB200 NVL72 rack.
+	NVLinkDomain string `json:"nvlink_domain,omitempty"`
 }
 
-// Level is a locality level, from the tightest (NetworkGroup) to the loosest
+// Level is a locality level, from the tightest (NVLinkDomain) to the loosest
 // (Any). A group "at level L" shares one value at L and every looser level.
+// Levels are written by name (MarshalText), never by number.
 type Level uint8
 
 const (
-	LevelNetworkGroup Level = iota // one rack, LAN or switch, as the operator labels it
+	LevelNVLinkDomain Level = iota // machines whose GPUs share one NVLink fabric clique (an NVL72 rack)
+	LevelNetworkGroup              // one rack, LAN or switch, as the operator labels it
 	LevelZone                      // one zone (europe-west1-b)
 	LevelRegion                    // one region (europe-west1)
 	LevelAny                       // location ignored
 )
 
 // levelNames are the names used in HCL, JSON and the explanation.
-var levelNames = [...]string{"network_group", "zone", "region", "any"}
+var levelNames = [...]string{"nvlink_domain", "network_group", "zone", "region", "any"}
 
 // levelWords are the names used in summaries ("same network group rack-3").
-var levelWords = [...]string{"network group", "zone", "region", "location"}
+var levelWords = [...]string{"NVLink domain", "network group", "zone", "region", "location"}
 
-// String is the level's HCL name: "network_group", "zone", "region", "any".
+// String is the level's HCL name: "nvlink_domain", "network_group", "zone",
+// "region", "any".
 func (l Level) String() string {
 	if int(l) < len(levelNames) {
 		return levelNames[l]
@@ -52,7 +63,7 @@ func ParseLevel(s string) (Level, error) {
 			return Level(i), nil
 		}
 	}
-	return 0, fmt.Errorf("unknown locality level %q (want network_group, zone, region or any)", s)
+	return 0, fmt.Errorf("unknown locality level %q (want nvlink_domain, network_group, zone, region or any)", s)
 }
 
 // MarshalText writes the level's name, so it reads as "zone" in JSON.
@@ -73,10 +84,12 @@ func (l *Level) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// At is the location's value at level l: the network group, zone or region;
-// "" when unknown and always "" for Any.
+// At is the location's value at level l: the NVLink domain, network group,
+// zone or region; "" when unknown and always "" for Any.
 func (loc Location) At(l Level) string {
 	switch l {
+	case LevelNVLinkDomain:
+		return loc.NVLinkDomain
 	case LevelNetworkGroup:
 		return loc.NetworkGroup
 	case LevelZone:
@@ -91,8 +104,10 @@ func (loc Location) At(l Level) string {
 // group a worker belongs to at that level.
 func (loc Location) Upto(l Level) Location {
 	switch l {
-	case LevelNetworkGroup:
+	case LevelNVLinkDomain:
 		return loc
+	case LevelNetworkGroup:
+		return Location{Region: loc.Region, Zone: loc.Zone, NetworkGroup: loc.NetworkGroup}
 	case LevelZone:
 		return Location{Region: loc.Region, Zone: loc.Zone}
 	case LevelRegion:
@@ -102,10 +117,12 @@ func (loc Location) Upto(l Level) Location {
 }
 
 // String writes the known fields from loosest to tightest, joined by "/":
-// "europe-west1/europe-west1-b/rack-3"; "" when nothing is known.
+// "europe-west1/europe-west1-b/rack-3", and an NVLink domain by its
+// DomainName ("europe-west1/europe-west1-b/rack-3/9f3c21ab:1"); "" when
+// nothing is known.
 func (loc Location) String() string {
 	s := loc.Region
-	for _, f := range [...]string{loc.Zone, loc.NetworkGroup} {
+	for _, f := range [...]string{loc.Zone, loc.NetworkGroup, DomainName(loc.NVLinkDomain)} {
 		if f == "" {
 			continue
 		}
@@ -115,4 +132,34 @@ func (loc Location) String() string {
 		s += f
 	}
 	return s
+}
+
+// words is the location's value at level l as a sentence names it: the
+// NVLink domain by DomainName, others as they are.
+func (loc Location) words(l Level) string {
+	if l == LevelNVLinkDomain {
+		return DomainName(loc.NVLinkDomain)
+	}
+	return loc.At(l)
+}
+
+// DomainName is an NVLink domain id as plans print it: the first block of
+// the cluster UUID and the clique id ("9f3c21ab:32766"), which tells the
+// domains of one fleet apart without a 47-character UUID in every line.
+// An id not of that shape (it came from a machine) is cut to 24 bytes of
+// letters, digits and -:._, the rest dropped.
+func DomainName(id string) string {
+	if id == "" {
+		return ""
+	}
+	if uuid, clique, ok := strings.Cut(id, ":"); ok && len(uuid) == 36 && uuid[8] == '-' && len(clique) > 0 && len(clique) <= 10 {
+		return uuid[:8] + ":" + clique
+	}
+	var b strings.Builder
+	for i := 0; i < len(id) && b.Len() < 24; i++ {
+		if c := id[i]; c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-:._", c) >= 0 {
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
 }

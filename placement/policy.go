@@ -9,6 +9,7 @@ import (
 // import config; the values are the same strings.
 const (
 	LocalityPrefer       = "prefer" // default: tightest level available now, never wait for a tighter one
+	LocalityNVLinkDomain = "nvlink_domain"
 	LocalityNetworkGroup = "network_group"
 	LocalityZone         = "zone"
 	LocalityRegion       = "region"
@@ -41,7 +42,7 @@ var compatProps = [...]string{CompatTorch, CompatCUDADriver, CompatGPUModel}
 // network group, the whole job at the policy's group_locality.
 type Slice struct {
 	Nodes    int    `json:"nodes"`
-	Locality string `json:"locality"` // network_group, zone or region (a level's name)
+	Locality string `json:"locality"` // nvlink_domain, network_group, zone or region (a level's name)
 }
 
 // Policy is how a job's group is chosen. Empty fields take the defaults.
@@ -148,7 +149,7 @@ var policyFields = [...]struct {
 	name    string
 	allowed []string
 }{
-	{"group_locality", []string{LocalityPrefer, LocalityNetworkGroup, LocalityZone, LocalityRegion, LocalityAny}},
+	{"group_locality", []string{LocalityPrefer, LocalityNVLinkDomain, LocalityNetworkGroup, LocalityZone, LocalityRegion, LocalityAny}},
 	{"rank", []string{RankSpread, RankFirstFit, RankMostFreeMemory, RankBinpack}},
 	{"on_unschedulable", []string{UnschedulableWait, UnschedulableFail}},
 	{"bucket_choice", []string{BucketBestFit, BucketFirstFill}},
@@ -170,10 +171,14 @@ func orList(xs []string) string {
 	return s
 }
 
-// levels are the levels a policy tries, tightest first, and whether the
-// loosest of them is required (a job waits or fails rather than go looser).
+// levels are the levels a policy tries, tightest first; the last is
+// required when the policy names one (a job waits or fails rather than go
+// looser). Schedule leaves prefer's nvlink_domain out where it cannot
+// matter (preferLevels).
 func (p Policy) levels() []Level {
 	switch p.GroupLocality {
+	case LocalityNVLinkDomain:
+		return []Level{LevelNVLinkDomain}
 	case LocalityNetworkGroup:
 		return []Level{LevelNetworkGroup}
 	case LocalityZone:
@@ -183,5 +188,9 @@ func (p Policy) levels() []Level {
 	case LocalityAny:
 		return []Level{LevelAny}
 	}
-	return []Level{LevelNetworkGroup, LevelZone, LevelRegion, LevelAny}
+	return preferLevels[:]
 }
+
+// preferLevels are the levels prefer tries; preferLevels[1:] without
+// NVLink domains.
+var preferLevels = [...]Level{LevelNVLinkDomain, LevelNetworkGroup, LevelZone, LevelRegion, LevelAny}

@@ -26,6 +26,14 @@ func propFleet(rng *rand.Rand, n int, known bool) []Worker {
 		if known {
 			loc = Location{Region: pick("r1", "r2"), Zone: pick("a", "b"), NetworkGroup: pick("g1", "g2", "c1/b1/s1", "c1/b2/s1")}
 		}
+		// NVLink domains on a third of the fleets (every worker of a
+		// known one in one), so that others keep prefer without them.
+		switch {
+		case known:
+			loc.NVLinkDomain = pick("d1", "d2")
+		case n%3 == 1:
+			loc.NVLinkDomain = pick("", "", "d1", "d2")
+		}
 		free := rng.IntN(9)
 		ws[i] = Worker{
 			ID:            fmt.Sprintf("w%02d", rng.IntN(1000)*100+i),
@@ -44,7 +52,7 @@ func propFleet(rng *rand.Rand, n int, known bool) []Worker {
 
 // propPolicy draws a valid policy and a job it can take.
 func propPolicy(rng *rand.Rand) (Policy, Job) {
-	localities := []string{LocalityPrefer, LocalityNetworkGroup, LocalityZone, LocalityRegion, LocalityAny}
+	localities := []string{LocalityPrefer, LocalityNVLinkDomain, LocalityNetworkGroup, LocalityZone, LocalityRegion, LocalityAny}
 	ranks := []string{RankSpread, RankFirstFit, RankMostFreeMemory, RankBinpack}
 	p := Policy{
 		GroupLocality: localities[rng.IntN(len(localities))],
@@ -175,7 +183,7 @@ func roomAt(ws []Worker, job Job, pol Policy, l Level) int {
 // holds the job now; a job not placed fits none of them.
 func checkLevels(t *testing.T, ws []Worker, job Job, pol Policy, d Decision, ctx string) {
 	t.Helper()
-	for _, l := range pol.withDefaults().levels() {
+	for _, l := range refLevels(pol.withDefaults(), job.Nodes, ws) {
 		fits := roomAt(ws, job, pol, l) >= job.Nodes
 		switch {
 		case d.Status == StatusPlaced && l == d.Level:

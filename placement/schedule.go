@@ -13,10 +13,12 @@ import (
 //   - Eligibility: the policy's labels and regions, enough GPUs, enough free
 //     GPUs now (a CPU-only job needs neither); one torch version inside a
 //     group.
-//   - Levels: prefer tries one network group, then one zone, one region, and
-//     any, and takes the tightest that holds the job now; a required level
-//     (network_group, zone, region) is the only one tried, and workers with
-//     no value there never qualify; any ignores location.
+//   - Levels: prefer tries one NVLink domain (for a job of several nodes,
+//     where a worker is in one), then one network group, one zone, one
+//     region, and any, and takes the tightest that holds the job now; a
+//     required level (nvlink_domain, network_group, zone, region) is the
+//     only one tried, and workers with no value there never qualify; any
+//     ignores location.
 //   - Buckets: at a level, the candidate groups are buckets of (torch
 //     version, location). Of those that hold the job, best fit takes the one
 //     left with the fewest free workers (first_fill: the first to fill in
@@ -196,6 +198,13 @@ func (s *scheduler) schedule(job Job, workers []Worker, policy Policy) Decision 
 	}
 
 	levels := s.pol.levels()
+	if len(levels) > 1 && levels[0] == LevelNVLinkDomain && (s.nodes < 2 || !s.anyDomain()) {
+		// prefer's NVLink domains: a one-node job gains nothing from
+		// NVLink between machines, and should leave a domain's trays to
+		// the jobs that do; without a worker in a domain the level holds
+		// no bucket, and its explanation would only say so.
+		levels = levels[1:]
+	}
 	d.Explanation.Levels = make([]LevelExplanation, 0, len(levels))
 	s.bucketSpace, s.bucketsLeft = nil, s.countBuckets(levels)
 	var last []group
@@ -254,6 +263,16 @@ func (s *scheduler) schedule(job Job, workers []Worker, policy Policy) Decision 
 	eligible := len(workers) - s.excl[exclLabel] - s.excl[exclRegion] - s.excl[exclNoTorchrun] - s.excl[exclTooFewGPUs]
 	d.Summary = unplacedSummary(&d, level, s.nodes, bestExp, distinctKeys(lastExp.Buckets), eligible, s.keys)
 	return d
+}
+
+// anyDomain reports whether a compatible worker is in an NVLink domain.
+func (s *scheduler) anyDomain() bool {
+	for i := range s.cells {
+		if s.cells[i].key.domain != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // Indices of scheduler.excl, in the order a worker is checked.

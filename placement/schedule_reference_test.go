@@ -35,7 +35,32 @@ func refFleet(seed uint64) []Worker {
 			FreeMemoryMiB: int64(rng.IntN(4)) << 10,
 		}
 	}
+	// NVLink domains from a stream of their own, so that the fleets
+	// above are those the seeds drew before domains existed; seed 1
+	// keeps a fleet without any, where prefer skips the level.
+	drng := rand.New(rand.NewPCG(seed, 11))
+	for i := range ws {
+		if seed > 1 {
+			ws[i].Location.NVLinkDomain = [...]string{"", "", "d1", "d2"}[drng.IntN(4)]
+		}
+	}
 	return ws
+}
+
+// refLevels are the levels the policy tries for a job of nodes on ws:
+// prefer's nvlink_domain only for a job of several nodes on a fleet where
+// a worker is in a domain.
+func refLevels(pol Policy, nodes int, ws []Worker) []Level {
+	levels := pol.levels()
+	if len(levels) == 1 || levels[0] != LevelNVLinkDomain {
+		return levels
+	}
+	for i := range ws {
+		if ws[i].Location.NVLinkDomain != "" && nodes > 1 {
+			return levels
+		}
+	}
+	return levels[1:]
 }
 
 // refRankBefore is the rank order written out plainly: the policy's key,
@@ -95,8 +120,9 @@ func refKeyBefore(rank string, gpn int, a, b *Worker) bool {
 // refGroupLess orders groups by the torch version and location (up to
 // level l) of a member of each.
 func refGroupLess(a, b *Worker, l Level) bool {
-	ka := []string{a.TorchVersion, a.Location.Upto(l).Region, a.Location.Upto(l).Zone, a.Location.Upto(l).NetworkGroup}
-	kb := []string{b.TorchVersion, b.Location.Upto(l).Region, b.Location.Upto(l).Zone, b.Location.Upto(l).NetworkGroup}
+	la, lb := a.Location.Upto(l), b.Location.Upto(l)
+	ka := []string{a.TorchVersion, la.Region, la.Zone, la.NetworkGroup, la.NVLinkDomain}
+	kb := []string{b.TorchVersion, lb.Region, lb.Zone, lb.NetworkGroup, lb.NVLinkDomain}
 	return slices.Compare(ka, kb) < 0
 }
 
@@ -191,7 +217,7 @@ func nthBest(ws []Worker, set uint32, n int, rank string, gpn int) int {
 func refCheckInside(t *testing.T, ws []Worker, pool, chosen uint32, l Level, rank string, gpn int, flat bool, ctx string) {
 	t.Helper()
 	k := bits.OnesCount32(chosen)
-	if flat || l == LevelNetworkGroup || bits.OnesCount32(pool) == 1 {
+	if flat || l == LevelNVLinkDomain || bits.OnesCount32(pool) == 1 {
 		// The tightest groups are taken in rank order.
 		if k < bits.OnesCount32(pool) {
 			worst := nthBest(ws, chosen, k, rank, gpn)
@@ -252,7 +278,7 @@ func TestScheduleMatchesExhaustiveReference(t *testing.T) {
 	if testing.Short() {
 		seeds = seeds[:1]
 	}
-	localities := []string{LocalityPrefer, LocalityNetworkGroup, LocalityZone, LocalityRegion, LocalityAny}
+	localities := []string{LocalityPrefer, LocalityNVLinkDomain, LocalityNetworkGroup, LocalityZone, LocalityRegion, LocalityAny}
 	ranks := []string{RankSpread, RankFirstFit, RankMostFreeMemory, RankBinpack}
 	checked := 0
 	for _, seed := range seeds {
@@ -277,9 +303,9 @@ func TestScheduleMatchesExhaustiveReference(t *testing.T) {
 				}
 				for _, nodes := range []int{1, 2, 3, 5} {
 					// Which levels could hold the job now, and at all?
-					var now, ever [4]bool
+					var now, ever [LevelAny + 1]bool
 					forSubsets(all, nodes, func(s uint32) {
-						for l := LevelNetworkGroup; l <= LevelAny; l++ {
+						for l := LevelNVLinkDomain; l <= LevelAny; l++ {
 							if refValidAt(ws, s, l) {
 								ever[l] = true
 								if s&^free == 0 {
@@ -295,7 +321,7 @@ func TestScheduleMatchesExhaustiveReference(t *testing.T) {
 							ctx := fmt.Sprintf("seed %d free %010b nodes %d gpus %d %s %s %s", seed, mask, nodes, gpn, locality, choice, rank)
 							d := Schedule(Job{Name: "j", Nodes: nodes, GPUsPerNode: gpn}, ws, pol)
 							checked++
-							refCheck(t, ws, free, nodes, gpn, pol, pol.levels(), now, ever, d, ctx)
+							refCheck(t, ws, free, nodes, gpn, pol, refLevels(pol, nodes, ws), now, ever, d, ctx)
 						}
 					}
 				}
@@ -305,7 +331,7 @@ func TestScheduleMatchesExhaustiveReference(t *testing.T) {
 	t.Logf("%d decisions checked", checked)
 }
 
-func refCheck(t *testing.T, ws []Worker, free uint32, nodes, gpn int, pol Policy, levels []Level, now, ever [4]bool, d Decision, ctx string) {
+func refCheck(t *testing.T, ws []Worker, free uint32, nodes, gpn int, pol Policy, levels []Level, now, ever [LevelAny + 1]bool, d Decision, ctx string) {
 	t.Helper()
 	want := -1
 	for _, l := range levels {

@@ -506,7 +506,7 @@ func TestScheduleRejectsInvalidInput(t *testing.T) {
 		want   string
 	}{
 		{Job{Name: "j", Nodes: 1, GPUsPerNode: 1}, Policy{GroupLocality: "zonee"},
-			`failed: policy: unknown group_locality "zonee" (want prefer, network_group, zone, region or any)`},
+			`failed: policy: unknown group_locality "zonee" (want prefer, nvlink_domain, network_group, zone, region or any)`},
 		{Job{Name: "j", Nodes: 1, GPUsPerNode: 1}, Policy{BucketChoice: "worst"},
 			`failed: policy: unknown bucket_choice "worst" (want best_fit or first_fill)`},
 		{Job{Name: "j", Nodes: 0, GPUsPerNode: 1}, Policy{}, `failed: job "j" asks for 0 nodes; it needs at least 1`},

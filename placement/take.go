@@ -219,12 +219,18 @@ func (s *scheduler) topologyOrder() {
 }
 
 // spans counts, for each level tighter than the placement's, the groups the
-// chosen workers span, loosest first (see distinct).
+// chosen workers span, loosest first (see distinct). NVLink domains are
+// counted only when a chosen worker is in one: most fleets have none, and
+// a count of none in every explanation would say nothing.
 func (s *scheduler) spans(level Level) []GroupCount {
 	var out []GroupCount
-	for l := level; l > LevelNetworkGroup; {
+	for l := level; l > LevelNVLinkDomain; {
 		l--
-		out = append(out, GroupCount{Level: l, Groups: s.distinct(l)})
+		n := s.distinct(l)
+		if l == LevelNVLinkDomain && n == 0 {
+			break
+		}
+		out = append(out, GroupCount{Level: l, Groups: n})
 	}
 	return out
 }

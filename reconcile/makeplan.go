@@ -176,6 +176,8 @@ type planner struct {
 	// which no other job is placed on.
 	workers  []placement.Worker
 	promised map[string]topology.DeviceSet
+	// sched is the last placement pass, for its placements' costs.
+	sched scheduled
 }
 
 func (pl *planner) targeted(name string) bool {

@@ -73,6 +73,7 @@ func (pl *planner) schedule() map[string]placement.Decision {
 		}
 	}
 	var workers []placement.Worker
+	domains := domainNames{}
 	for _, name := range pl.hostNames {
 		h := pl.hosts[name]
 		if _, gone := pl.machineGone[name]; gone || !h.usable() {
@@ -80,6 +81,7 @@ func (pl *planner) schedule() map[string]placement.Decision {
 		}
 		w := worker(h, released, held[name], kept[name], pl.st.Lineage)
 		w.Free &^= pl.promised[name] // held for a job that waits for them (wait.go)
+		w.Location.NVLinkDomain = domains.intern(w.Location.NVLinkDomain)
 		workers = append(workers, w)
 	}
 	if pl.mayWait() {
@@ -100,6 +102,10 @@ func (pl *planner) schedule() map[string]placement.Decision {
 				order = append(order, v)
 			}
 		}
+	}
+	pl.sched = scheduled{workers: workers, order: make([]string, len(order))}
+	for i, v := range order {
+		pl.sched.order[i] = v.name
 	}
 	out := swapped
 	for i, d := range placement.ScheduleAll(reqs, workers) {
@@ -130,6 +136,7 @@ func worker(h *host, released map[string]bool, held []int, keptNodes int, lineag
 	if w.GPUs == 0 {
 		w.GPUs = h.matrix.GPUs()
 	}
+	w.Location.NVLinkDomain = nvlinkDomain(fh)
 	free := topology.DeviceSetOf(fh.FreeGPUs...)
 	foreign := map[int]bool{}
 	for _, g := range fh.GPUs {
@@ -332,6 +339,7 @@ func (pl *planner) change(v *verdict, decisions map[string]placement.Decision) J
 			if v.wait != nil {
 				c.Reasons = append(c.Reasons, placedNowReason(v.wait, d.Level, pl.in.Now))
 			}
+			c.Placement.Cost = pl.cost(d, c.Placement, Policy(v.spec.Policy), v.spec.GPUsPerNode, decisions)
 		default:
 			expl := d.Explanation
 			c.Decision.Explanation = &expl
@@ -380,6 +388,8 @@ func (pl *planner) recordedPlacement(v *verdict) *Placement {
 		}
 		if h := pl.hosts[n.Host]; h != nil {
 			pn.LocationTrusted = h.trusted
+			// State records no domain: the host's facts now say it.
+			pn.Location.NVLinkDomain = nvlinkDomain(h.facts)
 			if h.facts != nil {
 				pn.Bottleneck = bottleneckOf(h.facts.Topology, n.GPUs)
 				pn.NUMA = numaOf(h.facts.Topology, n.GPUs)
@@ -391,7 +401,7 @@ func (pl *planner) recordedPlacement(v *verdict) *Placement {
 		}
 	}
 	// The level is the tightest every node shares.
-	for _, l := range []placement.Level{placement.LevelNetworkGroup, placement.LevelZone, placement.LevelRegion} {
+	for _, l := range []placement.Level{placement.LevelNVLinkDomain, placement.LevelNetworkGroup, placement.LevelZone, placement.LevelRegion} {
 		if shared(out.Nodes, l) {
 			out.Level = l
 			out.Location = out.Location.Upto(l)

@@ -191,6 +191,9 @@ type Placement struct {
 	Location     placement.Location `json:"location"`
 	TorchVersion string             `json:"torch_version,omitempty"`
 	Nodes        []PlacedNode       `json:"nodes"`
+	// Cost estimates the placement's links and names the tighter groups
+	// passed over (cost.go); only on a placement made in this plan.
+	Cost *Cost `json:"cost,omitempty"`
 }
 
 // PlacedNode is one node of a placement.

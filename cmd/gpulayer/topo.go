@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpulayer/gpulayer/internal/iostreams"
 	"github.com/gpulayer/gpulayer/topology"
+	"github.com/gpulayer/gpulayer/topology/nvmltopo"
 )
 
 // maxTopoInput bounds what topo reads from a file or stdin: real
@@ -45,10 +46,13 @@ type topoShowOptions struct {
 	f    *factory
 	src  topoSource
 	json bool
+	// fabric reads this machine's GPUs' NVLink fabric registrations,
+	// asked only without FILE.
+	fabric fabricReader
 }
 
 func newCmdTopoShow(f *factory, runF func(*topoShowOptions) error) *cobra.Command {
-	opts := &topoShowOptions{f: f, src: topoSource{local: localMatrix}}
+	opts := &topoShowOptions{f: f, src: topoSource{local: localMatrix}, fabric: nvmltopo.LocalFabric}
 	cmd := &cobra.Command{
 		Use:   "show [FILE|-]",
 		Short: "Show the GPU link matrix, NVLink islands and NUMA groups",
@@ -170,6 +174,11 @@ type topoShowJSON struct {
 	NUMAAffinity []*string  `json:"numa_affinity"`
 	CPUAffinity  []*string  `json:"cpu_affinity"`
 	GPUNUMAID    []*int     `json:"gpu_numa_id"`
+	// NVLinkDomain and NVLinkFabricError are this machine's multi-node
+	// NVLink domain as NVML reports it, or why it is in none; without
+	// FILE only, and absent without a fabric.
+	NVLinkDomain      string `json:"nvlink_domain,omitempty"`
+	NVLinkFabricError string `json:"nvlink_fabric_error,omitempty"`
 }
 
 func showJSON(m *topology.Matrix) topoShowJSON {
@@ -232,10 +241,22 @@ func topoShowRun(opts *topoShowOptions) error {
 	if err != nil {
 		return err
 	}
-	if opts.json {
-		return writeJSON(opts.f.IO.Out, showJSON(m))
+	var domain string
+	var ferr error
+	if opts.src.file == "" {
+		ctx, cancel := context.WithTimeout(context.Background(), localTopoTimeout)
+		domain, ferr = opts.fabric.domain(ctx)
+		cancel()
 	}
-	_, err = io.WriteString(opts.f.IO.Out, renderTopoShow(m, newTopoStyles(opts.f.IO)))
+	if opts.json {
+		js := showJSON(m)
+		js.NVLinkDomain = domain
+		if ferr != nil {
+			js.NVLinkFabricError = iostreams.Sanitize(ferr.Error(), false)
+		}
+		return writeJSON(opts.f.IO.Out, js)
+	}
+	_, err = io.WriteString(opts.f.IO.Out, renderTopoShow(m, newTopoStyles(opts.f.IO))+fabricLine(domain, ferr))
 	return err
 }
 

@@ -125,6 +125,14 @@ func writeMarkdownJob(w *bufio.Writer, c reconcile.JobChange) {
 	}
 	if c.Decision != nil && c.Decision.Status == placement.StatusPlaced {
 		fmt.Fprintf(w, "- %s\n", mdText(c.Decision.Summary))
+		if c.Placement != nil && c.Placement.Cost != nil {
+			if s := costWords(c.Placement.Cost); s != "" {
+				fmt.Fprintf(w, "- %s\n", mdText(s))
+			}
+			for _, r := range c.Placement.Cost.Rejected {
+				fmt.Fprintf(w, "- passed over %s\n", mdText(rejectedWords(r)))
+			}
+		}
 	}
 	if l := waitLine(c); l != "" {
 		fmt.Fprintf(w, "- %s\n", mdText(l))

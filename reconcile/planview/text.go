@@ -213,6 +213,14 @@ func writeJob(w *bufio.Writer, c reconcile.JobChange, st styles) {
 	}
 	if c.Decision != nil && c.Decision.Status == placement.StatusPlaced {
 		fmt.Fprintf(w, "      %s\n", clean(c.Decision.Summary))
+		if c.Placement != nil && c.Placement.Cost != nil {
+			if s := costWords(c.Placement.Cost); s != "" {
+				fmt.Fprintf(w, "      %s\n", clean(s))
+			}
+			for _, r := range c.Placement.Cost.Rejected {
+				fmt.Fprintf(w, "      passed over %s\n", clean(rejectedWords(r)))
+			}
+		}
 	}
 	if l := waitLine(c); l != "" {
 		fmt.Fprintf(w, "      %s\n", clean(l))
