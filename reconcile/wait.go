@@ -48,7 +48,9 @@ type WaitReport struct {
 // waits leaves the pass. It reports whether one did, so that the pass is
 // made again without it (the GPUs it would have taken go to others).
 func (pl *planner) waits(decisions map[string]placement.Decision) bool {
-	var releases []placement.Release
+	// open are the releases of running jobs on machines no waiting job
+	// is promised: what an estimate may count on.
+	var open []placement.Release
 	releasesMade := false
 	again := false
 	// promised are the machines and GPUs the jobs that wait count on: a
@@ -64,6 +66,7 @@ func (pl *planner) waits(decisions map[string]placement.Decision) bool {
 				view.take(p.Worker, p.GPUs, false)
 			}
 		}
+		open = slices.DeleteFunc(open, func(r placement.Release) bool { _, ok := pl.promised[r.Worker]; return ok })
 	}
 	for _, v := range pl.verdicts {
 		if v.wait != nil && v.wait.Waiting {
@@ -81,7 +84,8 @@ func (pl *planner) waits(decisions map[string]placement.Decision) bool {
 			continue
 		}
 		if !releasesMade {
-			releases, releasesMade = pl.releases(), true
+			open, releasesMade = pl.releases(), true
+			open = slices.DeleteFunc(open, func(r placement.Release) bool { _, ok := pl.promised[r.Worker]; return ok })
 		}
 		now := pl.in.Now
 		maxWait := time.Duration(v.spec.Policy.MaxWait)
@@ -99,10 +103,6 @@ func (pl *planner) waits(decisions map[string]placement.Decision) bool {
 			view = pl.newFleetView(decisions)
 		}
 		view.without(d, pl.promised)
-		open := releases
-		if len(pl.promised) > 0 {
-			open = slices.DeleteFunc(slices.Clone(releases), func(r placement.Release) bool { _, ok := pl.promised[r.Worker]; return ok })
-		}
 		job := placement.Job{Name: v.name, Nodes: v.spec.Nodes, GPUsPerNode: v.spec.GPUsPerNode, Torchrun: v.spec.Launcher == config.LauncherTorchrun}
 		est := placement.EstimateWait(job, Policy(v.spec.Policy), view.ws, open, d.Level, now, rep.Until)
 		view.with(d)

@@ -16,7 +16,7 @@ type Wait struct {
 	// ConfigHash is the hash of the configuration that waits: a job
 	// whose configuration changes starts a new wait.
 	ConfigHash string    `json:"config_hash"`
-	Since      time.Time `json:"since"`
+	Since      time.Time `json:"waiting_since"`
 	// Level and Location name the group waited for ("network_group",
 	// "rack-3"), as the plan that started the wait chose it; later plans
 	// may wait for another one, within the same max_wait.

@@ -22,6 +22,9 @@ func TestWaitsRoundTripAndStateWithoutThemIsWrittenAsBefore(t *testing.T) {
 	s.SetWait(Wait{Job: "train", ConfigHash: "sha256:b", Since: since, Level: "network_group", Location: Location{NetworkGroup: "rack-3"}})
 	s.SetWait(Wait{Job: "eval", ConfigHash: "sha256:a", Since: since})
 	mustSave(t, l, s, s.Serial)
+	if !bytes.Contains(readFile(t, l.Path()), []byte(`"waiting_since": "2026-12-02T12:00:00Z"`)) {
+		t.Errorf("the state file does not record when the job started waiting:\n%s", readFile(t, l.Path()))
+	}
 	got := mustLoad(t, l)
 	if len(got.Waits) != 2 || got.Waits[0].Job != "eval" || got.Wait("train") == nil || !got.Wait("train").Since.Equal(since) {
 		t.Fatalf("waits %+v", got.Waits)
