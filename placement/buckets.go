@@ -420,8 +420,15 @@ func (s *scheduler) buckets(level Level) ([]group, LevelExplanation) {
 	}
 	s.groups = out
 	if len(s.bucketSpace) < len(out) {
-		// One allocation for every level this call may try (countBuckets).
-		s.bucketSpace = make([]BucketExplanation, max(len(out), s.bucketsLeft))
+		// The first level with buckets gets its own, the levels after it
+		// one allocation for all (countBuckets): most jobs are placed at
+		// the first level that has buckets, and prefer's five levels
+		// would otherwise clear and scan buckets of four never built.
+		n := len(out)
+		if s.bucketsCut {
+			n = max(n, s.bucketsLeft)
+		}
+		s.bucketSpace, s.bucketsCut = make([]BucketExplanation, n), true
 	}
 	exp.Buckets = s.bucketSpace[:len(out):len(out)]
 	if len(out) == 0 {

@@ -115,6 +115,7 @@ type scheduler struct {
 	// still need.
 	bucketSpace []BucketExplanation
 	bucketsLeft int
+	bucketsCut  bool // a level's buckets were allocated
 }
 
 // rankKind is Policy.Rank decoded once, not compared as a string per worker.
@@ -206,7 +207,7 @@ func (s *scheduler) schedule(job Job, workers []Worker, policy Policy) Decision 
 		levels = levels[1:]
 	}
 	d.Explanation.Levels = make([]LevelExplanation, 0, len(levels))
-	s.bucketSpace, s.bucketsLeft = nil, s.countBuckets(levels)
+	s.bucketSpace, s.bucketsLeft, s.bucketsCut = nil, s.countBuckets(levels), false
 	var last []group
 	var lastExp *LevelExplanation
 	for _, level := range levels {
