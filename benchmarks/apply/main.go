@@ -132,7 +132,7 @@ func drive(args []string) error {
   nodes         = %d
   gpus_per_node = 1
   launcher      = "plain"
-  stop_timeout  = "10s"
+  stop_timeout  = "30s"
   command       = ["sleep", "600"]
 }
 `, len(machines))), 0o644); err != nil {
