@@ -78,7 +78,11 @@ type result struct {
 	// CPUSeconds is the client's own CPU time (user and system, with its
 	// children: pdsh's ssh processes).
 	CPUSeconds float64 `json:"cpu_s"`
-	Load1      float64 `json:"load1"`
+	// SandboxCPUSeconds is the sandbox process's CPU time meanwhile, with
+	// that of the children it reaped: the machines' side (sshd, shells,
+	// and whatever the client ran there).
+	SandboxCPUSeconds float64 `json:"sandbox_cpu_s"`
+	Load1             float64 `json:"load1"`
 }
 
 func drive(args []string) error {
@@ -115,7 +119,7 @@ func drive(args []string) error {
 	if err != nil {
 		return err
 	}
-	stop, err := startSandbox(self, dir, *hosts, *shell)
+	stop, sandboxPID, err := startSandbox(self, dir, *hosts, *shell)
 	if err != nil {
 		return err
 	}
@@ -124,11 +128,11 @@ func drive(args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "bench.hcl"), []byte(fmt.Sprintf(`job "bench" {
+	if err := os.WriteFile(filepath.Join(dir, "bench.hcl"), []byte(fmt.Sprintf(`job "applybench" {
   nodes         = %d
   gpus_per_node = 1
   launcher      = "plain"
-  stop_timeout  = "10s"
+  stop_timeout  = "30s"
   command       = ["sleep", "600"]
 }
 `, len(machines))), 0o644); err != nil {
@@ -151,9 +155,11 @@ func drive(args []string) error {
 		for _, c := range order {
 			for _, what := range []string{"start", "stop"} {
 				r := result{What: what, Client: c.name(), Hosts: len(machines), Parallelism: *par, Round: round}
+				sandboxCPU := processCPU(sandboxPID)
 				start := time.Now()
 				cpu, out, err := c.run(what)
 				r.WallSeconds, r.CPUSeconds = time.Since(start).Seconds(), cpu
+				r.SandboxCPUSeconds = processCPU(sandboxPID) - sandboxCPU
 				if err != nil {
 					return fmt.Errorf("%s %s, round %d: %w", c.name(), what, round, err)
 				}
@@ -163,7 +169,7 @@ func drive(args []string) error {
 				}
 				// Outside the time: pdsh's start returns before its
 				// command has exec'd sleep, a stop's zombies wait for init.
-				if got := awaitCount(c.marker(), want, 10*time.Second); got != want {
+				if got := awaitCount(c.marker(), dir, want, 10*time.Second); got != want {
 					return fmt.Errorf("%s %s, round %d: %d processes of the job on the machines, want %d; it printed\n%s", c.name(), what, round, got, want, tail(out))
 				}
 				r.Load1 = stats.Load1()
@@ -180,16 +186,16 @@ func drive(args []string) error {
 }
 
 // startSandbox runs the sandbox in a child process (this program's serve)
-// until the returned function stops it.
-func startSandbox(self, dir string, hosts int, shell string) (func(), error) {
+// until the returned function stops it, and says its pid.
+func startSandbox(self, dir string, hosts int, shell string) (func(), int, error) {
 	cmd := exec.Command(self, "serve", "-hosts", strconv.Itoa(hosts), "-dir", dir, "-shell", shell)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	stop := func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
@@ -198,10 +204,36 @@ func startSandbox(self, dir string, hosts int, shell string) (func(), error) {
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil || strings.TrimSpace(line) != "ready" {
 		stop()
-		return nil, fmt.Errorf("sandbox did not start: %q %v", line, err)
+		return nil, 0, fmt.Errorf("sandbox did not start: %q %v", line, err)
 	}
-	return stop, nil
+	return stop, cmd.Process.Pid, nil
 }
+
+// processCPU is a live process's CPU time, with its reaped children's
+// (fields 14-17 of /proc/PID/stat), in seconds.
+func processCPU(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 15 {
+		return 0
+	}
+	var ticks float64
+	for _, v := range f[11:15] { // utime stime cutime cstime
+		n, _ := strconv.ParseFloat(v, 64)
+		ticks += n
+	}
+	return ticks / clockTicks
+}
+
+// clockTicks is USER_HZ, 100 on every Linux architecture Go runs on.
+const clockTicks = 100
 
 // serve runs a sandbox until SIGTERM: every machine reports one torch
 // version, so that one job can have a node on each.
@@ -286,7 +318,7 @@ type gpulayerClient struct {
 }
 
 func (g gpulayerClient) name() string   { return "gpulayer" }
-func (g gpulayerClient) marker() string { return "GPULAYER_JOB=bench" }
+func (g gpulayerClient) marker() string { return "GPULAYER_JOB=applybench" }
 
 func (g gpulayerClient) run(what string) (float64, string, error) {
 	verb := "apply"
@@ -353,10 +385,10 @@ func tail(s string) string {
 
 // awaitCount waits up to limit for want processes of the job, and says
 // how many there were at the end.
-func awaitCount(marker string, want int, limit time.Duration) int {
+func awaitCount(marker, sandboxDir string, want int, limit time.Duration) int {
 	deadline := time.Now().Add(limit)
 	for {
-		got := countProcesses(marker)
+		got := countProcesses(marker, sandboxDir)
 		if got == want || time.Now().After(deadline) {
 			return got
 		}
@@ -365,9 +397,11 @@ func awaitCount(marker string, want int, limit time.Duration) int {
 }
 
 // countProcesses counts the sleep processes of this computer whose
-// environment holds marker: one per node (only this user's are readable;
-// the sandbox's machines run as this user).
-func countProcesses(marker string) int {
+// environment holds marker and names a machine of the sandbox in
+// sandboxDir (GPULAYER_SANDBOX_MACHINE, which the sandbox gives every
+// command): one per node, and none of another sandbox's (only this user's
+// are readable; the sandbox's machines run as this user).
+func countProcesses(marker, sandboxDir string) int {
 	ents, _ := os.ReadDir("/proc")
 	n := 0
 	for _, e := range ents {
@@ -382,11 +416,13 @@ func countProcesses(marker string) int {
 		if err != nil || zombie(st) || !bytes.Contains(st, []byte("(sleep)")) {
 			continue
 		}
+		mine, marked := false, false
 		for _, kv := range bytes.Split(b, []byte{0}) {
-			if string(kv) == marker {
-				n++
-				break
-			}
+			marked = marked || string(kv) == marker
+			mine = mine || bytes.HasPrefix(kv, []byte("GPULAYER_SANDBOX_MACHINE="+sandboxDir+"/"))
+		}
+		if mine && marked {
+			n++
 		}
 	}
 	return n
@@ -413,7 +449,7 @@ func summarize(w io.Writer, rs []result) {
 	}
 	wall := func(r result) float64 { return r.WallSeconds }
 	cpu := func(r result) float64 { return r.CPUSeconds }
-	fmt.Fprintf(w, "\n# medians over %d rounds\n%-6s  %-14s  %-14s  %-16s  %-12s  %-12s  %s\n", len(groups[key{"start", "gpulayer"}]),
+	fmt.Fprintf(w, "\n# medians over %d rounds (cpu: the client's own + the sandbox's meanwhile)\n%-8s  %-14s  %-14s  %-15s  %-20s  %-20s  %s\n", len(groups[key{"start", "gpulayer"}]),
 		"what", "gpulayer wall", "pdsh wall", "ratio of pairs", "gpulayer cpu", "pdsh cpu", "load1")
 	for _, what := range []string{"start", "stop"} {
 		g, p := groups[key{what, "gpulayer"}], groups[key{what, "pdsh"}]
@@ -433,10 +469,11 @@ func summarize(w io.Writer, rs []result) {
 		if what == "stop" {
 			label = "destroy"
 		}
-		fmt.Fprintf(w, "%-6s  %-14s  %-14s  %-16s  %-12s  %-12s  %.1f\n", label,
+		sb := func(r result) float64 { return r.SandboxCPUSeconds }
+		fmt.Fprintf(w, "%-8s  %-14s  %-14s  %-15s  %-20s  %-20s  %.1f\n", label,
 			fmt.Sprintf("%.3f s", stats.Median(g, wall)), fmt.Sprintf("%.3f s", stats.Median(p, wall)),
 			fmt.Sprintf("%.2fx", stats.Median(ratios, func(v float64) float64 { return v })),
-			fmt.Sprintf("%.3f s", stats.Median(g, cpu)), fmt.Sprintf("%.3f s", stats.Median(p, cpu)),
+			fmt.Sprintf("%.2f + %.2f s", stats.Median(g, cpu), stats.Median(g, sb)), fmt.Sprintf("%.2f + %.2f s", stats.Median(p, cpu), stats.Median(p, sb)),
 			stats.Median(append(g[:len(g):len(g)], p...), func(r result) float64 { return r.Load1 }))
 	}
 }

@@ -350,23 +350,23 @@ func (r *run) node(ctx context.Context, t ssh.Target, command, script string, ti
 //
 // Machines that share one kernel's processes (the same boot id, pid
 // namespace and login, as their launches recorded: the sandbox's,
-// containers of one host) are swept once: one of their stops looks for
-// every one of their nodes' processes by environment, the others stop
-// only their own group and tree. Should that one fail, the others are
-// swept by a stop of their own.
+// containers of one host) are swept once: their stops end their own
+// node's tree and group without the sweep, and then one more stop, on one
+// of those that succeeded, sweeps by environment for the nodes of all
+// that succeeded. A node whose machine did not answer is never swept
+// through another: it stays what its own machine's stop left, a leftover.
 func (r *run) stopNodes(ctx context.Context, job, runID string, nodes []state.Node, grace time.Duration) ([]state.Node, error) {
 	var mu sync.Mutex
 	var failed []state.Node
 	var why error
-	stops := hostStops(r.e.Targets, runID, nodes, grace)
-	var resweep []hostStop
-	run := func(hs []hostStop, wantSweep func(hostStop)) {
+	down := map[string]bool{}
+	run := func(hs []hostStop, report bool) {
 		var wg sync.WaitGroup
 		for _, h := range hs {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				err := r.stopHost(ctx, job, runID, h, grace)
+				err := r.stopHost(ctx, job, runID, h, grace, report)
 				mu.Lock()
 				defer mu.Unlock()
 				if err == nil {
@@ -375,37 +375,49 @@ func (r *run) stopNodes(ctx context.Context, job, runID string, nodes []state.No
 				if why == nil {
 					why = err
 				}
-				failed = append(failed, h.nodes...)
-				if wantSweep != nil {
-					wantSweep(h)
+				for _, n := range h.nodes {
+					if !slices.ContainsFunc(failed, func(m state.Node) bool { return m.Rank == n.Rank }) {
+						failed = append(failed, n)
+					}
 				}
+				down[h.host] = true
 			}()
 		}
 		wg.Wait()
 	}
-	run(stops, func(h hostStop) {
-		if h.stop.NoSweep || h.kernel == "" {
-			return
-		}
-		// A sweeper failed: the machines it swept for are swept by stops
-		// of their own.
-		for _, o := range stops {
-			if o.stop.NoSweep && o.kernel == h.kernel {
-				resweep = append(resweep, o)
-			}
-		}
-	})
-	for i := range resweep {
-		resweep[i].stop.NoSweep = false
-	}
-	// Only those whose first stop succeeded: a failed one is already
-	// kept for the next apply.
-	resweep = slices.DeleteFunc(resweep, func(h hostStop) bool {
-		return slices.ContainsFunc(failed, func(n state.Node) bool { return n.Host == h.host })
-	})
-	run(resweep, nil)
+	stops := hostStops(r.e.Targets, runID, nodes, grace)
+	run(stops, true)
+	run(kernelSweeps(stops, down), false)
 	slices.SortFunc(failed, func(a, b state.Node) int { return a.Rank - b.Rank })
 	return failed, why
+}
+
+// kernelSweeps are the sweeps of the kernels whose machines' stops left
+// the sweep out: one per kernel, on the first of its machines whose stop
+// succeeded, for the nodes of all those that did.
+func kernelSweeps(stops []hostStop, down map[string]bool) []hostStop {
+	var out []hostStop
+	at := map[string]int{}
+	for _, h := range stops {
+		if !h.stop.NoSweep || down[h.host] {
+			continue
+		}
+		i, ok := at[h.kernel]
+		if !ok {
+			i = len(out)
+			at[h.kernel] = i
+			sweep := h
+			sweep.nodes = nil
+			// No leader: the sweep alone (the machines' own stops ended
+			// their trees and groups).
+			sweep.stop = launch.Stop{RunID: h.stop.RunID, Grace: h.stop.Grace, Ranks: []int{}}
+			out = append(out, sweep)
+		}
+		w := &out[i]
+		w.nodes = append(w.nodes, h.nodes...)
+		w.stop.Ranks = append(w.stop.Ranks, h.stop.Ranks...)
+	}
+	return out
 }
 
 // hostStop is the stop of a run on one host.
@@ -421,8 +433,8 @@ type hostStop struct {
 }
 
 // hostStops is one stop per host of a run's nodes (the sweep finds every
-// process of the run there), the hosts that share a kernel swept by the
-// first of them only.
+// process of the run there); the stops of hosts that share a kernel leave
+// the sweep out (kernelSweeps runs it once for them).
 func hostStops(targets map[string]ssh.Target, runID string, nodes []state.Node, grace time.Duration) []hostStop {
 	var out []hostStop
 	at := map[string]int{}
@@ -448,7 +460,7 @@ func hostStops(targets map[string]ssh.Target, runID string, nodes []state.Node, 
 			out[i].stop.Ranks = nil
 		}
 	}
-	// Hosts of one kernel: the first sweeps for all of them.
+	// Hosts of one kernel.
 	kernels := map[string][]int{}
 	var order []string
 	for i, h := range out {
@@ -462,21 +474,9 @@ func hostStops(targets map[string]ssh.Target, runID string, nodes []state.Node, 
 		kernels[k] = append(kernels[k], i)
 	}
 	for _, k := range order {
-		hs := kernels[k]
-		if len(hs) < 2 {
-			continue
-		}
-		sweeper := &out[hs[0]]
-		sweeper.kernel = k
-		for _, i := range hs[1:] {
-			o := &out[i]
-			o.kernel, o.stop.NoSweep = k, true
-			switch {
-			case sweeper.stop.Ranks == nil:
-			case o.stop.Ranks == nil:
-				sweeper.stop.Ranks = nil // the run-id sweep covers every node
-			default:
-				sweeper.stop.Ranks = append(sweeper.stop.Ranks, o.stop.Ranks...)
+		if hs := kernels[k]; len(hs) > 1 {
+			for _, i := range hs {
+				out[i].kernel, out[i].stop.NoSweep = k, true
 			}
 		}
 	}
@@ -494,7 +494,10 @@ func legacy(nodes []state.Node) bool {
 // boot id and pid namespace and the login that sees them; "" when a node
 // there has no such record (its processes are swept by its own stop).
 func kernelOf(h hostStop) string {
-	if h.err != nil {
+	if h.err != nil || h.stop.Ranks == nil {
+		// A node of an old gpulayer is swept for by the run id, which
+		// would reach every machine of the kernel: its machine sweeps
+		// for itself, as it always did.
 		return ""
 	}
 	k := ""
@@ -512,10 +515,16 @@ func kernelOf(h hostStop) string {
 	return k
 }
 
-// stopHost runs one host's stop and reports it.
-func (r *run) stopHost(ctx context.Context, job, runID string, h hostStop, grace time.Duration) error {
+// stopHost runs one host's stop and, when report says so, reports its
+// steps (a kernel's sweep is part of its machines' stops).
+func (r *run) stopHost(ctx context.Context, job, runID string, h hostStop, grace time.Duration, report bool) error {
 	rank := h.nodes[0].Rank
-	r.progress(Event{Job: job, Run: runID, Rank: rank, Host: h.host, Step: StepStopping})
+	progress := func(ev Event) {
+		if report {
+			r.progress(ev)
+		}
+	}
+	progress(Event{Job: job, Run: runID, Rank: rank, Host: h.host, Step: StepStopping})
 	err := h.err
 	var stopped launch.Stopped
 	if err == nil {
@@ -529,10 +538,10 @@ func (r *run) stopHost(ctx context.Context, job, runID string, h hostStop, grace
 		err = fmt.Errorf("%d processes of run %s would not die", stopped.Left, runID)
 	}
 	if err != nil {
-		r.progress(Event{Job: job, Run: runID, Rank: rank, Host: h.host, Step: StepFailed, Detail: err.Error()})
+		progress(Event{Job: job, Run: runID, Rank: rank, Host: h.host, Step: StepFailed, Detail: err.Error()})
 		return err
 	}
-	r.progress(Event{Job: job, Run: runID, Rank: rank, Host: h.host, Step: StepStopped,
+	progress(Event{Job: job, Run: runID, Rank: rank, Host: h.host, Step: StepStopped,
 		Detail: fmt.Sprintf("%d signalled, %d killed", stopped.Signalled, stopped.Killed)})
 	return nil
 }

@@ -9,10 +9,12 @@ import (
 )
 
 // TestHostStopsSweepOncePerKernel: the hosts of a run whose launches
-// recorded one boot id, pid namespace and login are swept by the first
-// of them, told every one of their ranks; a host of another namespace,
-// or whose namespace is not known, sweeps for itself; a node of an old
-// gpulayer (no reach) makes its kernel's sweep look for the run id.
+// recorded one boot id, pid namespace and login stop their own nodes
+// without the sweep, and one sweep, on the first of them whose stop
+// succeeded, looks for the nodes of all that did (never for a node whose
+// machine did not answer); a host of another namespace or login, or
+// whose namespace is not known, sweeps for itself; so does the host of a
+// node of an old gpulayer (no reach), for the run id.
 func TestHostStopsSweepOncePerKernel(t *testing.T) {
 	proc := func(pid int, boot, ns string) *state.Process {
 		return &state.Process{PID: pid, StartTime: 1, BootID: boot, PIDNamespace: ns}
@@ -22,7 +24,7 @@ func TestHostStopsSweepOncePerKernel(t *testing.T) {
 		return state.Node{Rank: rank, Host: host, Address: "127.0.0.1", Process: p, Reach: reach}
 	}
 	targets := map[string]ssh.Target{}
-	for _, h := range []string{"a", "b", "c", "d", "e"} {
+	for _, h := range []string{"a", "b", "c", "d"} {
 		targets[h] = ssh.Target{Address: "127.0.0.1", User: "u"}
 	}
 	targets["e"] = ssh.Target{Address: "127.0.0.1", User: "other"}
@@ -34,15 +36,16 @@ func TestHostStopsSweepOncePerKernel(t *testing.T) {
 		node(4, "b", proc(14, "boot1", "pid:[1]")),
 		node(5, "e", proc(15, "boot1", "pid:[1]")),
 	}
+	stops := hostStops(targets, "r1", nodes, 0)
 	got := map[string]hostStop{}
-	for _, h := range hostStops(targets, "r1", nodes, 0) {
+	for _, h := range stops {
 		got[h.host] = h
 	}
 	for host, want := range map[string]struct {
 		noSweep bool
 		ranks   []int
 	}{
-		"a": {false, []int{0, 1, 4}}, "b": {true, []int{1, 4}}, "c": {false, []int{2}}, "d": {false, []int{3}}, "e": {false, []int{5}},
+		"a": {true, []int{0}}, "b": {true, []int{1, 4}}, "c": {false, []int{2}}, "d": {false, []int{3}}, "e": {false, []int{5}},
 	} {
 		h := got[host]
 		if h.stop.NoSweep != want.noSweep || !slices.Equal(h.stop.Ranks, want.ranks) {
@@ -52,11 +55,31 @@ func TestHostStopsSweepOncePerKernel(t *testing.T) {
 	if got["b"].stop.PID != 14 || got["a"].stop.PID != 10 {
 		t.Errorf("each host stops its own leader: a %d, b %d", got["a"].stop.PID, got["b"].stop.PID)
 	}
+	for _, c := range []struct {
+		down  map[string]bool
+		host  string
+		ranks []int
+	}{
+		{map[string]bool{}, "a", []int{0, 1, 4}},
+		{map[string]bool{"a": true}, "b", []int{1, 4}},
+	} {
+		sweeps := kernelSweeps(stops, c.down)
+		if len(sweeps) != 1 || sweeps[0].host != c.host || !slices.Equal(sweeps[0].stop.Ranks, c.ranks) || sweeps[0].stop.NoSweep || sweeps[0].stop.PID != 0 {
+			t.Errorf("down %v: sweeps %+v, want one on %s for %v", c.down, sweeps, c.host, c.ranks)
+		}
+	}
+	if sweeps := kernelSweeps(stops, map[string]bool{"a": true, "b": true}); len(sweeps) != 0 {
+		t.Errorf("with every machine of the kernel down: sweeps %+v", sweeps)
+	}
 
 	nodes[1].Reach = nil // launched by a gpulayer before GPULAYER_NODE_ID
-	for _, h := range hostStops(targets, "r1", nodes, 0) {
-		if (h.host == "a" || h.host == "b") && h.stop.Ranks != nil {
-			t.Errorf("host %s sweeps ranks %v, want the run id", h.host, h.stop.Ranks)
+	stops = hostStops(targets, "r1", nodes, 0)
+	for _, h := range stops {
+		if h.host == "b" && (h.stop.NoSweep || h.stop.Ranks != nil) || h.host == "a" && h.stop.NoSweep {
+			t.Errorf("host %s: no sweep %v, ranks %v; want its own sweep (b: for the run id)", h.host, h.stop.NoSweep, h.stop.Ranks)
 		}
+	}
+	if sweeps := kernelSweeps(stops, map[string]bool{}); len(sweeps) != 0 {
+		t.Errorf("sweeps %+v, want none: no two machines of the kernel left it out", sweeps)
 	}
 }

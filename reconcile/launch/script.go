@@ -46,7 +46,10 @@ func Script(n Node) string {
 	w("mkdir -p \"$gpulayer_dir\" || gpulayer_fail rundir \"cannot create $HOME/$gpulayer_dir\"\n")
 	w("gpulayer_log=\"$HOME/$gpulayer_dir/node-%d.log\"\n", n.Rank)
 	w("gpulayer_exit=\"$HOME/$gpulayer_dir/node-%d.exit\"\n", n.Rank)
-	w("rm -f \"$gpulayer_exit\"\n")
+	// What a launch of this node tried before left (forking rm only
+	// then: on a machine starting many nodes, forks are what a launch
+	// costs).
+	w("if [ -e \"$gpulayer_exit\" ] || [ -L \"$gpulayer_exit\" ]; then rm -f \"$gpulayer_exit\"; fi\n")
 	w("%s", workdirScript(n))
 	argv, portAt := argvWithPort(n)
 	w("command -v setsid >/dev/null 2>&1 || gpulayer_fail setsid 'setsid(1) is not installed (Debian and Ubuntu: util-linux)'\n")
@@ -103,7 +106,7 @@ func Script(n Node) string {
 		// node starts, so that a launch of another configuration racing
 		// for them fails instead of sharing them.
 		w("command -v flock >/dev/null 2>&1 || gpulayer_fail flock 'flock(1) is not installed (Debian and Ubuntu: util-linux)'\n")
-		w("mkdir -p \"$HOME\"/%s || gpulayer_fail claim %s\n", ssh.Quote(ClaimsDir), ssh.Quote("cannot create ~/"+ClaimsDir))
+		w("[ -d \"$HOME\"/%s ] || mkdir -p \"$HOME\"/%s || gpulayer_fail claim %s\n", ssh.Quote(ClaimsDir), ssh.Quote(ClaimsDir), ssh.Quote("cannot create ~/"+ClaimsDir))
 		var gpus []string
 		for i, g := range n.GPUs {
 			uuid := ""
@@ -146,7 +149,8 @@ func Script(n Node) string {
 // leader ($gpulayer_pid, $gpulayer_start) from its start for wait, at
 // intervals growing from 10 ms to 200 ms, and prints a check's report
 // (see CheckScript) as soon as the leader has ended, or once wait has
-// passed with it running. The launch's session thus carries its own
+// passed with it running. Each interval is a sleep(1), a fork: tripling
+// them (10, 30, 90, 200 ms) looks four times in the default 300 ms. The launch's session thus carries its own
 // confirmation: no second session per node, and no fixed wait before
 // the first look.
 func startCheckScript(wait time.Duration) string {
@@ -159,7 +163,7 @@ while :; do
 	fi
 	gpulayer_sleep_ms "$gpulayer_step"
 	gpulayer_waited=$((gpulayer_waited + gpulayer_step))
-	gpulayer_step=$((gpulayer_step * 2))
+	gpulayer_step=$((gpulayer_step * 3))
 	[ "$gpulayer_step" -le 200 ] || gpulayer_step=200
 done
 `, wait.Milliseconds(), indent(aliveVarsScript)) + reportScript

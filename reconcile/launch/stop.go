@@ -25,11 +25,12 @@ type Stop struct {
 	Ranks []int
 	// Grace is how long processes get between SIGTERM and SIGKILL.
 	Grace time.Duration
-	// NoSweep leaves the environment sweep out: another stop of the same
+	// NoSweep leaves the environment sweep out: a later stop of the same
 	// run, on a machine that shares this one's kernel (same boot id, pid
 	// namespace and login), sweeps for this machine's nodes too (its
-	// Ranks hold them), so the processes are read once per kernel, not
-	// once per node. The group and the tree are still stopped here.
+	// Ranks hold them, and its PID is 0: the sweep alone), so the
+	// processes are read once per kernel, not once per node. The group
+	// and the tree are still stopped here.
 	NoSweep bool
 }
 
