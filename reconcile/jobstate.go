@@ -70,6 +70,10 @@ func JudgeJob(c *JobChange, j *state.Job) JobState {
 		js.Message = restartingWords(rep, j)
 	case rep != nil && (rep.State == state.JobSucceeded || rep.State == state.JobFailed || rep.State == state.JobLost):
 		js.State, js.Terminal, js.EndReason, js.Message = rep.State, true, rep.EndReason, rep.Message
+	case c.Action == ActionWaiting && hasReason(c.Reasons, ReasonWaitingForGroup) && (j == nil || j.Ended()):
+		// Waiting for a tighter group (max_wait): say for which, and
+		// until when, rather than a bare "not launched yet".
+		js.State, js.Message = JobPending, waitingWords(c.Reasons)
 	case j == nil:
 		js.State, js.Message = JobPending, "not launched yet; gpulayer apply launches it"
 	case j.Status == state.JobLaunching || j.Status == state.JobStopping:
@@ -103,6 +107,16 @@ func JudgeJob(c *JobChange, j *state.Job) JobState {
 		js.State = RunRunning
 	}
 	return js
+}
+
+// waitingWords is the waiting_for_group reason's message.
+func waitingWords(rs []Reason) string {
+	for _, r := range rs {
+		if r.Code == ReasonWaitingForGroup {
+			return r.Message
+		}
+	}
+	return ""
 }
 
 func hasReason(rs []Reason, code ReasonCode) bool {

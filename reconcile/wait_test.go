@@ -94,6 +94,10 @@ func TestPlanWaitsForATighterGroupAHolderFreesWithinMaxWait(t *testing.T) {
 	if c.Reasons[0].Message != want {
 		t.Errorf("reason %q\nwant   %q", c.Reasons[0].Message, want)
 	}
+	// status and wait say what it waits for, not "not launched yet".
+	if js := reconcile.JudgeJob(c, nil); js.State != reconcile.JobPending || js.Message != want {
+		t.Errorf("judged %q: %q\nwant pending: %q", js.State, js.Message, want)
+	}
 	w := c.Wait
 	if w == nil || !w.Waiting || !w.Record || !w.Since.Equal(at("12:00")) || w.Level != placement.LevelNetworkGroup ||
 		w.Location.NetworkGroup != "rack-3" || w.ExpectedAt == nil || !w.ExpectedAt.Equal(at("12:12")) {
