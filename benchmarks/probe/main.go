@@ -41,6 +41,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gpulayer/gpulayer/benchmarks/internal/openssh"
 	"github.com/gpulayer/gpulayer/benchmarks/internal/stats"
 	"github.com/gpulayer/gpulayer/config"
 	"github.com/gpulayer/gpulayer/providers/sandbox"
@@ -432,7 +433,7 @@ func fanOut(machines []probe.Machine, par int, one func(probe.Machine) facts.Hos
 func opensshHost(m probe.Machine, command string) facts.Host {
 	t := m.Target
 	nonce := facts.NewNonce()
-	args := append(sshOptions(t), "-p", strconv.Itoa(t.Port), "-l", t.User)
+	args := append(openssh.Options(t), "-p", strconv.Itoa(t.Port), "-l", t.User)
 	if command == "true" {
 		args = append(args, t.Address, "true")
 		err := exec.Command("ssh", args...).Run()
@@ -451,25 +452,6 @@ func opensshHost(m probe.Machine, command string) facts.Host {
 	}
 	h.Name = m.Name
 	return h
-}
-
-// sshOptions are the options of a careful script's `ssh`, which both
-// OpenSSH clients (ssh per host, parallel-ssh) run with.
-func sshOptions(t ssh.Target) []string {
-	args := []string{
-		"-F", "/dev/null",
-		"-o", "BatchMode=yes",
-		"-o", "StrictHostKeyChecking=yes",
-		"-o", "UserKnownHostsFile=" + t.KnownHostsFile,
-		"-o", "GlobalKnownHostsFile=/dev/null",
-		"-o", "IdentitiesOnly=yes",
-		"-o", "ConnectTimeout=10",
-		"-o", "LogLevel=ERROR",
-	}
-	for _, id := range t.IdentityFiles {
-		args = append(args, "-i", id)
-	}
-	return args
 }
 
 // psshHosts runs the command on every machine with one parallel-ssh
@@ -496,7 +478,7 @@ func psshHosts(machines []probe.Machine, command string, par int) ([]facts.Host,
 	nonce := facts.NewNonce()
 	args := []string{"-h", filepath.Join(dir, "hosts"), "-l", t.User, "-p", strconv.Itoa(par), "-t", "120",
 		"-o", filepath.Join(dir, "out"), "-e", filepath.Join(dir, "err")}
-	for _, a := range sshOptions(t) {
+	for _, a := range openssh.Options(t) {
 		args = append(args, "-X", a)
 	}
 	remote := "true"

@@ -45,6 +45,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gpulayer/gpulayer/benchmarks/internal/openssh"
 	"github.com/gpulayer/gpulayer/benchmarks/internal/stats"
 	"github.com/gpulayer/gpulayer/config"
 	"github.com/gpulayer/gpulayer/internal/codetree"
@@ -327,21 +328,7 @@ func gpulayerUpload(machines []probe.Machine, tree *codetree.Tree, job string, p
 func opensshUpload(machines []probe.Machine, src, dest string, par int) error {
 	return fanOut(machines, par, func(m probe.Machine) error {
 		t := m.Target
-		args := []string{
-			"-F", "/dev/null",
-			"-o", "BatchMode=yes",
-			"-o", "StrictHostKeyChecking=yes",
-			"-o", "UserKnownHostsFile=" + t.KnownHostsFile,
-			"-o", "GlobalKnownHostsFile=/dev/null",
-			"-o", "IdentitiesOnly=yes",
-			"-o", "ConnectTimeout=10",
-			"-o", "LogLevel=ERROR",
-			"-p", strconv.Itoa(t.Port),
-			"-l", t.User,
-		}
-		for _, id := range t.IdentityFiles {
-			args = append(args, "-i", id)
-		}
+		args := append(openssh.Options(t), "-p", strconv.Itoa(t.Port), "-l", t.User)
 		args = append(args, t.Address, "mkdir -p "+ssh.Quote(dest)+" && tar x -C "+ssh.Quote(dest))
 		line := "tar c -C " + ssh.Quote(src) + " . | ssh " + quoteAll(args)
 		// bash for pipefail: a tar c that failed must fail the copy.
