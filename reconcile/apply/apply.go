@@ -491,8 +491,12 @@ func legacy(nodes []state.Node) bool {
 }
 
 // kernelOf names the processes a host's nodes run among: its recorded
-// boot id and pid namespace and the login that sees them; "" when a node
-// there has no such record (its processes are swept by its own stop).
+// boot id and pid namespace, the login that sees them and the address
+// the machine is reached at (without its port: containers of one host
+// share it); "" when a node there has no such record (its processes are
+// swept by its own stop). The boot id and namespace are the machine's
+// word: the address keeps a machine elsewhere that repeats another's from
+// having that one's sweep run on it instead, leaving its processes.
 func kernelOf(h hostStop) string {
 	if h.err != nil || h.stop.Ranks == nil {
 		// A node of an old gpulayer is swept for by the run id, which
@@ -506,7 +510,7 @@ func kernelOf(h hostStop) string {
 		if p == nil || p.BootID == "" || p.PIDNamespace == "" {
 			return ""
 		}
-		nk := p.BootID + " " + p.PIDNamespace + " " + h.target.User
+		nk := p.BootID + " " + p.PIDNamespace + " " + h.target.User + "@" + h.target.Address
 		if k != "" && nk != k {
 			return ""
 		}

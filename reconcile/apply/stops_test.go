@@ -13,7 +13,8 @@ import (
 // without the sweep, and one sweep, on the first of them whose stop
 // succeeded, looks for the nodes of all that did (never for a node whose
 // machine did not answer); a host of another namespace or login, or
-// whose namespace is not known, sweeps for itself; so does the host of a
+// whose namespace is not known, or reached at another address, sweeps
+// for itself; so does the host of a
 // node of an old gpulayer (no reach), for the run id.
 func TestHostStopsSweepOncePerKernel(t *testing.T) {
 	proc := func(pid int, boot, ns string) *state.Process {
@@ -28,6 +29,9 @@ func TestHostStopsSweepOncePerKernel(t *testing.T) {
 		targets[h] = ssh.Target{Address: "127.0.0.1", User: "u"}
 	}
 	targets["e"] = ssh.Target{Address: "127.0.0.1", User: "other"}
+	// f repeats a's boot id and namespace from another address: its word
+	// alone does not put it in a's kernel.
+	targets["f"] = ssh.Target{Address: "10.0.0.6", User: "u"}
 	nodes := []state.Node{
 		node(0, "a", proc(10, "boot1", "pid:[1]")),
 		node(1, "b", proc(11, "boot1", "pid:[1]")),
@@ -35,7 +39,9 @@ func TestHostStopsSweepOncePerKernel(t *testing.T) {
 		node(3, "d", proc(13, "boot1", "")),
 		node(4, "b", proc(14, "boot1", "pid:[1]")),
 		node(5, "e", proc(15, "boot1", "pid:[1]")),
+		node(6, "f", proc(16, "boot1", "pid:[1]")),
 	}
+	nodes[6].Address = "10.0.0.6"
 	stops := hostStops(targets, "r1", nodes, 0)
 	got := map[string]hostStop{}
 	for _, h := range stops {
@@ -45,7 +51,7 @@ func TestHostStopsSweepOncePerKernel(t *testing.T) {
 		noSweep bool
 		ranks   []int
 	}{
-		"a": {true, []int{0}}, "b": {true, []int{1, 4}}, "c": {false, []int{2}}, "d": {false, []int{3}}, "e": {false, []int{5}},
+		"a": {true, []int{0}}, "b": {true, []int{1, 4}}, "c": {false, []int{2}}, "d": {false, []int{3}}, "e": {false, []int{5}}, "f": {false, []int{6}},
 	} {
 		h := got[host]
 		if h.stop.NoSweep != want.noSweep || !slices.Equal(h.stop.Ranks, want.ranks) {
