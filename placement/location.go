@@ -152,14 +152,22 @@ func DomainName(id string) string {
 	if id == "" {
 		return ""
 	}
-	if uuid, clique, ok := strings.Cut(id, ":"); ok && len(uuid) == 36 && uuid[8] == '-' && len(clique) > 0 && len(clique) <= 10 {
+	if uuid, clique, ok := strings.Cut(id, ":"); ok && len(uuid) == 36 && uuid[8] == '-' && len(clique) > 0 && len(clique) <= 10 &&
+		strings.IndexFunc(uuid[:8], notNameByte) < 0 && strings.IndexFunc(clique, notNameByte) < 0 {
 		return uuid[:8] + ":" + clique
 	}
 	var b strings.Builder
 	for i := 0; i < len(id) && b.Len() < 24; i++ {
-		if c := id[i]; c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-:._", c) >= 0 {
+		if c := id[i]; !notNameByte(rune(c)) {
 			b.WriteByte(c)
 		}
 	}
 	return b.String()
+}
+
+// notNameByte says c is not one of the bytes a domain's printed name
+// keeps: letters, digits and -:._ (so the short form, too, holds nothing
+// a machine could make a terminal act on).
+func notNameByte(c rune) bool {
+	return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("-:._", c))
 }

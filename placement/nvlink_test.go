@@ -139,6 +139,8 @@ func TestDomainNameIsShortAndClean(t *testing.T) {
 		{cliqueA, "9f3c21ab:1"},
 		{"9f3c21ab-5e0d-4c1b-8a7e-2f6d0c9b1e44:4294967295", "9f3c21ab:4294967295"},
 		{"rack\x1b[31m-7 $(reboot)", "rack31m-7reboot"},
+		// The UUID's shape with a terminal escape where its digits go.
+		{"\x1b[2J\x1b[0H-5e0d-4c1b-8a7e-2f6d0c9b1e44:1\x1b[0m", "2J0H-5e0d-4c1b-8a7e-2f6d"},
 		{strings.Repeat("a", 100), strings.Repeat("a", 24)},
 		{"", ""},
 	} {
