@@ -32,7 +32,8 @@ func (p *Plan) TouchedHosts() []string {
 // with what they reported when the plan was made, and says what the plan's
 // placements depend on that changed: a host that cannot be probed, a
 // chosen GPU now used by a process the plan does not stop, other GPU
-// links, another location. A CPU-only node depends on no GPU, so GPUs
+// links, another location or NVLink domain (a placement's level and its
+// link cost rest on it). A CPU-only node depends on no GPU, so GPUs
 // busy now or other links on a host that only CPU-only nodes are planned
 // on leave the plan as it is. An empty result means the plan still holds.
 func (p *Plan) StaleReasons(planned, now *facts.Document) []string {
@@ -73,6 +74,9 @@ func (p *Plan) StaleReasons(planned, now *facts.Document) []string {
 					if was.Location.Region != is.Location.Region || was.Location.Zone != is.Location.Zone || was.Location.NetworkGroup != is.Location.NetworkGroup {
 						out = append(out, fmt.Sprintf("host %s now reports location %q, not %q", n.Host, locationOf(is), locationOf(was)))
 					}
+					if d := domainChange(was, is); d != "" {
+						out = append(out, fmt.Sprintf("host %s now reports %s", n.Host, d))
+					}
 				}
 				if len(n.GPUs) > 0 && !linksChecked[n.Host] {
 					if !sameLinks(was.Topology, is.Topology) {
@@ -94,6 +98,22 @@ func (p *Plan) StaleReasons(planned, now *facts.Document) []string {
 		}
 	}
 	return out
+}
+
+// domainChange says how the NVLink domain of a host (as placement reads
+// it: nvlinkDomain) differs between two probes, "" when it does not.
+func domainChange(was, is *facts.Host) string {
+	a, b := nvlinkDomain(was), nvlinkDomain(is)
+	if a == b {
+		return ""
+	}
+	name := func(id string) string {
+		if id == "" {
+			return "no NVLink domain"
+		}
+		return fmt.Sprintf("NVLink domain %q", placement.DomainName(id))
+	}
+	return name(b) + ", not " + name(a)
 }
 
 func locationOf(h *facts.Host) string {

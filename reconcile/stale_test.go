@@ -5,9 +5,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpulayer/gpulayer/placement"
 	"github.com/gpulayer/gpulayer/reconcile"
 	"github.com/gpulayer/gpulayer/reconcile/facts"
 	"github.com/gpulayer/gpulayer/reconcile/state"
+	"github.com/gpulayer/gpulayer/topology"
 )
 
 // TestStaleReasonsIgnoreTheGPUsOfCPUOnlyNodes: a saved plan that puts the
@@ -58,6 +60,64 @@ func TestStaleReasonsIgnoreTheGPUsOfCPUOnlyNodes(t *testing.T) {
 			now := fleetFacts()
 			tt.change(now)
 			got := p.StaleReasons(planned, finish(now))
+			ok := len(got) == len(tt.want)
+			for i := 0; ok && i < len(got); i++ {
+				ok = strings.Contains(got[i], tt.want[i])
+			}
+			if !ok {
+				t.Errorf("stale reasons %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestStaleReasonsSeeANodesNVLinkDomainChange: a saved plan that put the
+// two-node job pair in a1's and a2's NVLink domain is stale when either
+// host left the domain (its fabric registration no longer completed) or
+// joined another clique, since the plan's level and link cost rest on
+// it; a host the plan does not launch on changing its domain leaves the
+// plan as it is.
+func TestStaleReasonsSeeANodesNVLinkDomainChange(t *testing.T) {
+	cfg := loadConfig(t, fleetHCL, `
+job "pair" {
+  nodes         = 2
+  gpus_per_node = 8
+  launcher      = "plain"
+  command       = ["python", "train.py"]
+}`)
+	inDomain := func() *facts.Document {
+		doc := fleetFacts()
+		nvlFabric(&doc.Hosts[0], 7, topology.FabricCompleted)
+		nvlFabric(&doc.Hosts[1], 7, topology.FabricCompleted)
+		nvlFabric(&doc.Hosts[2], 8, topology.FabricCompleted)
+		return finish(doc)
+	}
+	planned := inDomain()
+	p := reconcile.MakePlan(input(cfg, state.New(), planned))
+	pair := p.Job("pair")
+	if pair.Placement == nil || pair.Placement.Level != placement.LevelNVLinkDomain {
+		t.Fatalf("pair placed %+v, want both nodes in one NVLink domain", pair.Placement)
+	}
+	for _, tt := range []struct {
+		name   string
+		change func(doc *facts.Document)
+		want   []string
+	}{
+		{"nothing changed", func(*facts.Document) {}, nil},
+		{"a host outside the plan changed clique", func(doc *facts.Document) {
+			nvlFabric(&doc.Hosts[2], 9, topology.FabricCompleted)
+		}, nil},
+		{"a node's host left the domain", func(doc *facts.Document) {
+			nvlFabric(&doc.Hosts[1], 7, topology.FabricInProgress)
+		}, []string{"host a2 now reports no NVLink domain, not"}},
+		{"a node's host joined another clique", func(doc *facts.Document) {
+			nvlFabric(&doc.Hosts[0], 8, topology.FabricCompleted)
+		}, []string{"host a1 now reports NVLink domain"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			now := inDomain()
+			tt.change(now)
+			got := p.StaleReasons(planned, now)
 			ok := len(got) == len(tt.want)
 			for i := 0; ok && i < len(got); i++ {
 				ok = strings.Contains(got[i], tt.want[i])
