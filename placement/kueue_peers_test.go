@@ -14,7 +14,10 @@ import (
 // tas_cache_test.go at 083c7ff7e8, "Consolidate unit tests for
 // TestFindTopologyAssignment (#6013)", the commit that gave the test its
 // name: 78 cases), onto gpulayer's Schedule. peers_test.go maps the KEP's
-// prose; this maps the code's cases.
+// prose; this maps the code's cases. This version, not the newest
+// (pkg/cache/scheduler/tas_cache_test.go, 140 cases in August 2026), because
+// the newest no longer has the 13 LeastFreeCapacity (bin-packing) cases; 49
+// of the 62 mapped here are in it under the same names.
 //
 // The mapping (as in peers_test.go): Kueue's block, rack and host levels
 // are gpulayer's region, zone and network group; a pod is one node of a job
