@@ -246,14 +246,10 @@ func (s *scheduler) quality(i int32) int64 {
 	if m := usableMatrix(w); m != nil {
 		free := w.freeSet()
 		if count(free) == s.gpn {
-			bn, total := setQuality(m, free)
+			bn, total := s.fullQuality(m, free)
 			q = -(int64(bn.Score())<<32 | int64(total))
 			s.bneck[i] = bn
-		} else if p, err := topology.PickDevices(m, free, s.gpn, s.opts); err == nil {
-			if s.picks == nil {
-				s.picks = make(map[int32]topology.Pick)
-			}
-			s.picks[i] = p
+		} else if p, ok := s.pickFor(m, free); ok {
 			q = -(int64(p.Bottleneck.Score())<<32 | int64(p.Total))
 		}
 	}
