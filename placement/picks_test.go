@@ -107,3 +107,27 @@ func TestPickMemoGivesTheUncachedDecisions(t *testing.T) {
 	}
 	t.Logf("%d of %d trials memoised picks", memoised, trials)
 }
+
+// TestReleaseKeepsNoneOfTheCallersData: a pooled scheduler, after calls on
+// a fleet of many cells and then on one of few, holds no string, matrix or
+// pick of either (release clears only what each call used).
+func TestReleaseKeepsNoneOfTheCallersData(t *testing.T) {
+	var s scheduler
+	for _, ws := range [][]Worker{nvlPolicyFleet(t, 400), adrFleet(t, 30), policyFleet(t, 60, true)} {
+		for _, job := range []Job{{Name: "a", Nodes: 4, GPUsPerNode: 4}, {Name: "b", Nodes: 2, GPUsPerNode: 8}} {
+			if d := s.schedule(job, ws, Policy{}); d.Status != StatusPlaced {
+				t.Fatal(d.Summary)
+			}
+			s.release()
+			for i, c := range append(s.cells[:cap(s.cells)], s.sorted[:cap(s.sorted)]...) {
+				if c != (cell{}) {
+					t.Fatalf("after release, cell %d holds %+v", i, c.key)
+				}
+			}
+			if len(s.index) != 0 || len(s.classes) != 0 || len(s.pickMemo) != 0 || s.lastMatrix != nil || s.fullMatrix != nil || s.ws != nil {
+				t.Fatalf("after release: index %d, classes %d, picks %d, matrices %p %p, workers %d",
+					len(s.index), len(s.classes), len(s.pickMemo), s.lastMatrix, s.fullMatrix, len(s.ws))
+			}
+		}
+	}
+}

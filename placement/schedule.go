@@ -404,8 +404,12 @@ func (s *scheduler) release() {
 	s.ws, s.bucketSpace = nil, nil
 	s.resetPicks() // its matrices are the caller's
 	clear(s.index) // its keys are the caller's strings
-	clear(s.cells[:cap(s.cells)])
-	clear(s.sorted[:cap(s.sorted)])
+	// Only the cells of this call hold strings: every call before it
+	// cleared its own, and classify's sort left the unsorted copies in
+	// s.sorted's first len(s.cells).
+	n := len(s.cells)
+	clear(s.cells)
+	clear(s.sorted[:min(n, cap(s.sorted))])
 	s.pol = Policy{}
 }
 
