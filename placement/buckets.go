@@ -135,21 +135,24 @@ func (s *scheduler) classify() {
 	s.indexed = false
 	clear(s.slots[:])
 	freeTotal := 0
-	static := len(s.pol.Labels) > 0 || len(s.pol.Regions) > 0 || s.slice > 0
+	filtered := len(s.pol.Labels) > 0 || len(s.pol.Regions) > 0
 	more := s.keys&^keyTorch != 0 // keyed on more than torch
 	for i := range s.ws {
 		w := &s.ws[i]
 		s.cellOf[i] = -1
-		if static {
+		if filtered {
 			if r := s.staticReason(w); r >= 0 {
 				s.excl[r]++
 				continue
 			}
 		} else if s.torchrun && w.NoTorchrun {
-			s.excl[exclNoTorchrun]++ // the static checks without labels or regions
+			s.excl[exclNoTorchrun]++ // staticReason's checks after labels and regions, inline
 			continue
 		} else if w.gpuCount() < s.gpn {
 			s.excl[exclTooFewGPUs]++
+			continue
+		} else if s.slice > 0 && w.Location.At(s.sliceLevel) == "" {
+			s.excl[exclNoSliceValue]++
 			continue
 		}
 		// A direct-mapped cache on a few bytes of the key finds the cell
