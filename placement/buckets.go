@@ -16,7 +16,7 @@ type cellKey struct{ torch, driver, model, region, zone, ng, domain string }
 
 // field is the key's location value at depth 1 (region), 2 (zone), 3
 // (network group) or 4 (NVLink domain). Depth 0 is the compatibility
-// properties (sameCompat).
+// properties.
 func (k *cellKey) field(depth int) string {
 	switch depth {
 	case 1:
@@ -29,33 +29,67 @@ func (k *cellKey) field(depth int) string {
 	return k.domain
 }
 
-func (k *cellKey) sameCompat(o *cellKey) bool {
-	return k.torch == o.torch && k.driver == o.driver && k.model == o.model
-}
-
-// compat is the key's value of the i-th of compatProps.
-func (k *cellKey) compat(i int) string {
+// part is the key's i-th part in sort order: the compatible properties,
+// then the location loosest first (cellPrint's order).
+func (c *cell) part(i int) string {
 	switch i {
-	case 0:
-		return k.torch
-	case 1:
-		return k.driver
+	case partTorch:
+		return c.key.torch
+	case partDriver:
+		return c.key.driver
+	case partModel:
+		return c.key.model
+	case partRegion:
+		return c.key.region
+	case partZone:
+		return c.key.zone
+	case partNG:
+		return c.key.ng
 	}
-	return k.model
+	return c.key.domain
 }
 
-func (k *cellKey) less(o *cellKey) int {
-	for i := range len(compatProps) {
-		if c := strings.Compare(k.compat(i), o.compat(i)); c != 0 {
-			return c
+// The parts of a key, in sort order.
+const (
+	partTorch = iota
+	partDriver
+	partModel
+	partRegion
+	partZone
+	partNG
+	partDomain
+	keyParts // how many
+)
+
+// less orders cells by key: the compatible properties, then the location
+// loosest first. Equal parts, the most, are found from the fingerprints.
+func (c *cell) less(o *cell) int {
+	for i := range keyParts {
+		if ka, kb := &c.print[i], &o.print[i]; *ka == *kb && ka.exact() {
+			continue
 		}
-	}
-	for d := 1; d <= depthOf(0); d++ {
-		if c := strings.Compare(k.field(d), o.field(d)); c != 0 {
-			return c
+		a, b := c.part(i), o.part(i)
+		if a != b {
+			return strings.Compare(a, b)
 		}
 	}
 	return 0
+}
+
+// splitFrom is the depth at which c's key first differs from o's: 0 for a
+// compatible property, 1 to 4 for the location's region to NVLink domain,
+// 5 when equal.
+func (c *cell) splitFrom(o *cell) int8 {
+	for i := range keyParts {
+		if ka, kb := &c.print[i], &o.print[i]; *ka == *kb && ka.exact() {
+			continue
+		}
+		a, b := c.part(i), o.part(i)
+		if a != b {
+			return int8(max(0, i-len(compatProps)+1))
+		}
+	}
+	return int8(depthOf(0) + 1)
 }
 
 // depthOf is the key depth whose value a level's bucket shares last.
@@ -67,7 +101,13 @@ type cell struct {
 	compat int32 // statically eligible, free or not
 	free   int32 // free now
 	off    int32 // first free worker in scheduler.freeByCell
-	print  cellPrint
+	// split is the depth at which the key first differs from the cell
+	// before it in key order (splitFrom; 0 for the first): a run of cells
+	// shares the key up to depth d when every cell after its first has
+	// split > d.
+	split int8
+	print cellPrint
+	sum   uint64 // print's hash, for cellFor
 }
 
 // group is a set of free workers that placement takes from as one: a bucket,
@@ -95,21 +135,24 @@ func (s *scheduler) classify() {
 	s.indexed = false
 	clear(s.slots[:])
 	freeTotal := 0
-	static := len(s.pol.Labels) > 0 || len(s.pol.Regions) > 0 || s.slice > 0
+	filtered := len(s.pol.Labels) > 0 || len(s.pol.Regions) > 0
 	more := s.keys&^keyTorch != 0 // keyed on more than torch
 	for i := range s.ws {
 		w := &s.ws[i]
 		s.cellOf[i] = -1
-		if static {
+		if filtered {
 			if r := s.staticReason(w); r >= 0 {
 				s.excl[r]++
 				continue
 			}
 		} else if s.torchrun && w.NoTorchrun {
-			s.excl[exclNoTorchrun]++ // the static checks without labels or regions
+			s.excl[exclNoTorchrun]++ // staticReason's checks after labels and regions, inline
 			continue
 		} else if w.gpuCount() < s.gpn {
 			s.excl[exclTooFewGPUs]++
+			continue
+		} else if s.slice > 0 && w.Location.At(s.sliceLevel) == "" {
+			s.excl[exclNoSliceValue]++
 			continue
 		}
 		// A direct-mapped cache on a few bytes of the key finds the cell
@@ -186,7 +229,7 @@ func (s *scheduler) classify() {
 	for i := range order {
 		order[i] = int32(i)
 	}
-	slices.SortFunc(order, func(a, b int32) int { return s.cells[a].key.less(&s.cells[b].key) })
+	slices.SortFunc(order, func(a, b int32) int { return s.cells[a].less(&s.cells[b]) })
 	inv := grow(s.inv, len(s.cells)) // old cell id → sorted position
 	s.inv = inv
 	sorted := grow(s.sorted, len(s.cells))
@@ -196,6 +239,10 @@ func (s *scheduler) classify() {
 		sorted[to] = s.cells[from]
 		sorted[to].off = off
 		off += sorted[to].free
+		sorted[to].split = 0
+		if to > 0 {
+			sorted[to].split = sorted[to].splitFrom(&sorted[to-1])
+		}
 	}
 	s.cells, s.sorted = sorted, s.cells[:0]
 	s.freeByCell = grow(s.freeByCell, freeTotal)
@@ -219,15 +266,15 @@ func (s *scheduler) classify() {
 // key's fingerprint: word compares, no calls. Zones and network groups
 // differ most often, so they are compared first.
 func (c *cell) holds(w *Worker, torch string) bool {
-	return c.print.zone.is(w.Location.Zone, c.key.zone) && c.print.ng.is(w.Location.NetworkGroup, c.key.ng) &&
-		c.print.region.is(w.Location.Region, c.key.region) && c.print.torch.is(torch, c.key.torch) &&
-		c.print.domain.is(w.Location.NVLinkDomain, c.key.domain)
+	return c.print[partZone].is(w.Location.Zone, c.key.zone) && c.print[partNG].is(w.Location.NetworkGroup, c.key.ng) &&
+		c.print[partRegion].is(w.Location.Region, c.key.region) && c.print[partTorch].is(torch, c.key.torch) &&
+		c.print[partDomain].is(w.Location.NVLinkDomain, c.key.domain)
 }
 
 // holdsMore is holds for the CUDA driver and GPU model, checked only when
 // the policy keys on one of them.
 func (c *cell) holdsMore(driver, model string) bool {
-	return c.print.driver.is(driver, c.key.driver) && c.print.model.is(model, c.key.model)
+	return c.print[partDriver].is(driver, c.key.driver) && c.print[partModel].is(model, c.key.model)
 }
 
 // strKey is a string's fingerprint: its length and two words of its bytes.
@@ -266,12 +313,26 @@ func (k *strKey) is(s, orig string) bool {
 	return s == orig
 }
 
-// cellPrint is the fingerprint of a cellKey.
-type cellPrint struct{ torch, driver, model, region, zone, ng, domain strKey }
+// exact reports whether the fingerprint holds every byte of its string, so
+// that equal fingerprints mean equal strings.
+func (k *strKey) exact() bool { return k.n >= 4 && k.n <= 16 }
+
+// cellPrint is the fingerprint of a cellKey, its parts in the order of
+// cell.part.
+type cellPrint [keyParts]strKey
+
+// sum hashes the fingerprint into one word.
+func (p *cellPrint) sum() uint64 {
+	h := uint64(0)
+	for i := range p {
+		h = (h ^ p[i].lo ^ p[i].hi<<1 ^ uint64(p[i].n)<<40) * 0x9E3779B97F4A7C15
+	}
+	return h
+}
 
 // slotCount is the size of the cell cache in classify: 2^slotBits.
 const (
-	slotBits  = 7
+	slotBits  = 9
 	slotCount = 1 << slotBits
 )
 
@@ -323,11 +384,12 @@ func moreHash(driver, model string) uint64 {
 // The map is kept, emptied, for the next call.
 func (s *scheduler) cellFor(k cellKey) int32 {
 	print := cellPrint{keyOf(k.torch), keyOf(k.driver), keyOf(k.model), keyOf(k.region), keyOf(k.zone), keyOf(k.ng), keyOf(k.domain)}
+	sum := print.sum()
 	if !s.indexed {
 		// Fingerprints first: word compares reject the other cells
 		// without reading their strings.
 		for j := range s.cells {
-			if s.cells[j].print == print && s.cells[j].key == k {
+			if s.cells[j].sum == sum && s.cells[j].print == print && s.cells[j].key == k {
 				return int32(j)
 			}
 		}
@@ -335,7 +397,7 @@ func (s *scheduler) cellFor(k cellKey) int32 {
 		return j
 	}
 	c := int32(len(s.cells))
-	s.cells = append(s.cells, cell{key: k, print: print})
+	s.cells = append(s.cells, cell{key: k, print: print, sum: sum})
 	switch {
 	case s.indexed:
 		s.index[k] = c
@@ -406,7 +468,7 @@ func (s *scheduler) buckets(level Level) ([]group, LevelExplanation) {
 		}
 		j := i + 1
 		compat, free := c.compat, c.free
-		for j < len(s.cells) && samePrefix(&s.cells[j].key, &c.key, depth) {
+		for j < len(s.cells) && int(s.cells[j].split) > depth {
 			compat += s.cells[j].compat
 			free += s.cells[j].free
 			j++
@@ -469,24 +531,12 @@ func (s *scheduler) countBuckets(levels []Level) int {
 			if depth > 0 && c.key.field(depth) == "" {
 				continue
 			}
-			if i == 0 || !samePrefix(&s.cells[i-1].key, &c.key, depth) || depth > 0 && s.cells[i-1].key.field(depth) == "" {
+			if i == 0 || int(c.split) <= depth || depth > 0 && s.cells[i-1].key.field(depth) == "" {
 				n++
 			}
 		}
 	}
 	return n
-}
-
-func samePrefix(a, b *cellKey, depth int) bool {
-	if !a.sameCompat(b) {
-		return false
-	}
-	for d := 1; d <= depth; d++ {
-		if a.field(d) != b.field(d) {
-			return false
-		}
-	}
-	return true
 }
 
 // sliceRoom is how many of the free and of the compatible workers of
@@ -498,7 +548,7 @@ func (s *scheduler) sliceRoom(lo, hi int32) (free, compat int32) {
 	for i := lo; i < hi; {
 		j := i + 1
 		f, c := s.cells[i].free, s.cells[i].compat
-		for j < hi && samePrefix(&s.cells[j].key, &s.cells[i].key, s.sliceDepth) {
+		for j < hi && int(s.cells[j].split) > s.sliceDepth {
 			f += s.cells[j].free
 			c += s.cells[j].compat
 			j++

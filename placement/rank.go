@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"math"
 	"slices"
 	"strings"
 
@@ -246,14 +247,10 @@ func (s *scheduler) quality(i int32) int64 {
 	if m := usableMatrix(w); m != nil {
 		free := w.freeSet()
 		if count(free) == s.gpn {
-			bn, total := setQuality(m, free)
+			bn, total := s.fullQuality(m, free)
 			q = -(int64(bn.Score())<<32 | int64(total))
 			s.bneck[i] = bn
-		} else if p, err := topology.PickDevices(m, free, s.gpn, s.opts); err == nil {
-			if s.picks == nil {
-				s.picks = make(map[int32]topology.Pick)
-			}
-			s.picks[i] = p
+		} else if p, ok := s.pickFor(m, free); ok {
 			q = -(int64(p.Bottleneck.Score())<<32 | int64(p.Total))
 		}
 	}
@@ -283,17 +280,23 @@ func setQuality(m *topology.Matrix, set topology.DeviceSet) (topology.Link, int)
 	if set == topology.AllDevices(len(m.Links)) {
 		// Every GPU (a whole machine per node, the common case): the upper
 		// triangle of the matrix, row by row.
-		bn, bs, total := topology.Link{}, -1, 0
+		// By index, the lowest score's place kept rather than its link:
+		// ranging over the two-byte links copies each one twice.
+		bs, total, at := int32(math.MaxInt32), int32(0), [2]int{-1, -1}
 		for a, row := range m.Links {
-			for _, l := range row[a+1:] {
-				sc := linkScore(l)
+			for b := a + 1; b < len(row); b++ {
+				k := row[b].Kind
+				sc := kindBase[k] + kindPerLink[k]*int32(row[b].NVLinks)
 				total += sc
-				if bs < 0 || sc < bs {
-					bn, bs = l, sc
+				if sc < bs {
+					bs, at = sc, [2]int{a, b}
 				}
 			}
 		}
-		return bn, total
+		if at[0] < 0 {
+			return topology.Link{}, 0
+		}
+		return m.Links[at[0]][at[1]], int(total)
 	}
 	var idx [topology.MaxGPUs]uint8
 	n := 0
@@ -319,16 +322,15 @@ func setQuality(m *topology.Matrix, set topology.DeviceSet) (topology.Link, int)
 	return bn, total
 }
 
-// kindScores are Link.Score by kind, for the hot loop above (a test holds
-// linkScore equal to Link.Score).
-var kindScores = [...]int{topology.LinkSYS: 1, topology.LinkNODE: 2, topology.LinkPHB: 3, topology.LinkPXB: 4, topology.LinkPIX: 5, topology.LinkSelf: 0}
+// kindBase and kindPerLink are Link.Score by kind, for the hot loops
+// above, without a branch: the kind's score plus its score per NVLink
+// (only NVLink has one) times the link count; kinds it does not know score
+// 0, as in Link.Score. A test holds linkScore equal to Link.Score.
+var (
+	kindBase    = [256]int32{topology.LinkSYS: 1, topology.LinkNODE: 2, topology.LinkPHB: 3, topology.LinkPXB: 4, topology.LinkPIX: 5}
+	kindPerLink = [256]int32{topology.LinkNV: 10}
+)
 
 func linkScore(l topology.Link) int {
-	if l.Kind == topology.LinkNV {
-		return 10 * int(l.NVLinks)
-	}
-	if int(l.Kind) < len(kindScores) {
-		return kindScores[l.Kind]
-	}
-	return 0
+	return int(kindBase[l.Kind] + kindPerLink[l.Kind]*int32(l.NVLinks))
 }

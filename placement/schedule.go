@@ -83,12 +83,20 @@ type scheduler struct {
 	rank  rankKind
 	useQ  bool // GPU pick quality ranks workers
 
-	cellOf     []int32 // per worker: its cell, or -1
-	prim       []int64 // per worker: primary rank key, smaller first
-	qual       []int64 // per worker: GPU pick quality key, smaller first
-	qualDone   []bool
-	bneck      []topology.Link // per worker: its GPU set's slowest link, when quality found it
-	picks      map[int32]topology.Pick
+	cellOf   []int32 // per worker: its cell, or -1
+	prim     []int64 // per worker: primary rank key, smaller first
+	qual     []int64 // per worker: GPU pick quality key, smaller first
+	qualDone []bool
+	bneck    []topology.Link // per worker: its GPU set's slowest link, when quality found it
+	// The call's GPU picks (picks.go).
+	classes    []pickClass
+	pickMemo   map[pickKey]pickMemo
+	lastMatrix *topology.Matrix
+	lastClass  int
+	fullMatrix *topology.Matrix // fullQuality's
+	fullFree   topology.DeviceSet
+	fullBn     topology.Link
+	fullTotal  int
 	cells      []cell
 	freeByCell []int32
 	excl       [exclCount]int
@@ -385,7 +393,7 @@ func (s *scheduler) reset(job Job, workers []Worker, pol Policy) {
 	s.qualDone = grow(s.qualDone, n)
 	s.bneck = grow(s.bneck, n)
 	clear(s.qualDone)
-	s.picks = nil
+	s.resetPicks()
 	s.cells = s.cells[:0]
 	s.excl = [exclCount]int{}
 }
@@ -393,10 +401,15 @@ func (s *scheduler) reset(job Job, workers []Worker, pol Policy) {
 // release drops every reference to the caller's data, so that a pooled
 // scheduler does not keep a fleet alive.
 func (s *scheduler) release() {
-	s.ws, s.picks, s.bucketSpace = nil, nil, nil
+	s.ws, s.bucketSpace = nil, nil
+	s.resetPicks() // its matrices are the caller's
 	clear(s.index) // its keys are the caller's strings
-	clear(s.cells[:cap(s.cells)])
-	clear(s.sorted[:cap(s.sorted)])
+	// Only the cells of this call hold strings: every call before it
+	// cleared its own, and classify's sort left the unsorted copies in
+	// s.sorted's first len(s.cells).
+	n := len(s.cells)
+	clear(s.cells)
+	clear(s.sorted[:min(n, cap(s.sorted))])
 	s.pol = Policy{}
 }
 
@@ -430,18 +443,15 @@ func (s *scheduler) placements() []Placement {
 			if m != nil && s.gpn >= 2 {
 				bn, total := s.bneck[i], int(-s.qual[i]&(1<<32-1))
 				if !s.qualDone[i] {
-					bn, total = setQuality(m, free)
+					bn, total = s.fullQuality(m, free)
 				}
 				p.Bottleneck = linkName(bn)
 				alike = total == linkScore(bn)*s.gpn*(s.gpn-1)/2
 			}
 		case m != nil:
-			pick, ok := s.picks[i]
+			pick, ok := s.pickFor(m, free)
 			if !ok {
-				var err error
-				if pick, err = topology.PickDevices(m, free, s.gpn, s.opts); err != nil {
-					pick = topology.Pick{GPUs: appendIndices(nil, free, s.gpn)}
-				}
+				pick = topology.Pick{GPUs: appendIndices(nil, free, s.gpn)}
 			}
 			gpus = append(gpus, pick.GPUs...)
 			if s.gpn >= 2 && len(pick.GPUs) >= 2 {

@@ -159,7 +159,7 @@ func (s *scheduler) children(g group) ([]group, int) {
 		}
 		j := i + 1
 		free := c.free
-		for j < g.chi && samePrefix(&s.cells[j].key, &c.key, depth) {
+		for j < g.chi && int(s.cells[j].split) > depth {
 			free += s.cells[j].free
 			j++
 		}

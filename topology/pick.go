@@ -74,6 +74,11 @@ var preparedCache struct {
 	next int
 }
 
+// PreparedFor is PrepareMatrix through PickDevices' cache: the tables of
+// the last few matrices are kept, so a caller that picks on one matrix
+// again and again (placement, once per call) builds them once.
+func PreparedFor(m *Matrix) (*Prepared, error) { return preparedFor(m) }
+
 func preparedFor(m *Matrix) (*Prepared, error) {
 	c := &preparedCache
 	c.mu.Lock()
@@ -104,6 +109,12 @@ func preparedFor(m *Matrix) (*Prepared, error) {
 	c.mu.Unlock()
 	return p, nil
 }
+
+// Describes reports whether m says everything p was built from (its
+// links, NIC locality and NUMA sets), so that p.Pick picks on m exactly as
+// PickDevices(m, ...) does: PickDevices' own cache serves m from p on this
+// check. It reads the whole matrix, without allocating.
+func (p *Prepared) Describes(m *Matrix) bool { return p.builtFrom(m) }
 
 // builtFrom reports whether m still says what p was built from.
 func (p *Prepared) builtFrom(m *Matrix) bool {

@@ -329,3 +329,71 @@ func TestBothPickPathsMeetTheReference(t *testing.T) {
 	}
 	t.Logf("%d layouts use subset tables, %d the search", tables, search)
 }
+
+// TestDescribesMeansTheSamePicks: a matrix that Prepared.Describes picks
+// as PickDevices does on it, for every free set, size and option; a
+// matrix differing in a link, a NIC's locality or a NUMA set is not
+// described (placement memoises picks on this check).
+func TestDescribesMeansTheSamePicks(t *testing.T) {
+	rng := rand.New(rand.NewSource(11))
+	clone := func(m *Matrix) *Matrix {
+		c := &Matrix{NICs: m.NICs, CPUAffinity: m.CPUAffinity, GPUNUMAID: m.GPUNUMAID}
+		for _, r := range m.Links {
+			c.Links = append(c.Links, append([]Link(nil), r...))
+		}
+		for _, r := range m.NICLinks {
+			c.NICLinks = append(c.NICLinks, append([]Link(nil), r...))
+		}
+		for _, s := range m.NUMAAffinity {
+			c.NUMAAffinity = append(c.NUMAAffinity, append(NUMASet(nil), s...))
+		}
+		return c
+	}
+	described, differ := 0, 0
+	for round := 0; round < 60; round++ {
+		n := 2 + rng.Intn(7)
+		a := randomMatrix(rng, n)
+		p, err := PrepareMatrix(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := clone(a)
+		switch rng.Intn(4) {
+		case 0: // the same content
+		case 1:
+			i, j := rng.Intn(n), rng.Intn(n)
+			if i != j {
+				l := []Link{SYS, PHB, NV(2), NV(18)}[rng.Intn(4)]
+				b.Links[i][j], b.Links[j][i] = l, l
+			}
+		case 2:
+			b.NICLinks[rng.Intn(n)][0] = []Link{SYS, PIX, PXB}[rng.Intn(3)]
+		default:
+			b.NUMAAffinity[rng.Intn(n)] = NUMASet{rng.Intn(3)}
+		}
+		if !p.Describes(b) {
+			differ++
+			// Not described: something it read differs.
+			if reflect.DeepEqual(a.Links, b.Links) && reflect.DeepEqual(a.NUMAAffinity, b.NUMAAffinity) && nicLocalOf(a) == nicLocalOf(b) {
+				t.Fatalf("round %d: equal matrices not described", round)
+			}
+			continue
+		}
+		described++
+		for _, free := range freeMasks(n, int64(round)) {
+			for k := 0; k <= free.Len(); k++ {
+				for _, multi := range []bool{false, true} {
+					opts := PickOptions{MultiNode: multi}
+					got, gerr := p.Pick(free, k, opts)
+					want, werr := PickDevices(b, free, k, opts)
+					if (gerr == nil) != (werr == nil) || !reflect.DeepEqual(got, want) {
+						t.Fatalf("round %d, free %b, k %d, multi %v: described matrix picks %+v (%v), PickDevices %+v (%v)", round, free, k, multi, got, gerr, want, werr)
+					}
+				}
+			}
+		}
+	}
+	if described == 0 || differ == 0 {
+		t.Fatalf("%d described, %d not: the rounds should draw both", described, differ)
+	}
+}
