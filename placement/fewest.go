@@ -222,15 +222,24 @@ func (p *fewPlan) build(g group, need int) int32 {
 		}
 	}
 	suffix[len(ids)] = last
+	var gives []breadth
 	for j := len(ids) - 1; j >= 0; j-- {
-		cur := make([]breadth, n+1)
+		gives = gives[:0]
+		for k := range p.nodes[ids[j]].cost {
+			gives = append(gives, p.give(ids[j], k))
+		}
+		cur, next := make([]breadth, n+1), suffix[j+1]
 		for r := range cur {
-			cur[r] = infSpan
-			for k := 0; k <= r && k < len(p.nodes[ids[j]].cost); k++ {
-				if v := p.give(ids[j], k).plus(suffix[j+1][r-k]); v.less(cur[r]) {
-					cur[r] = v
+			best := infSpan
+			for k := 0; k <= r && k < len(gives); k++ {
+				if gives[k][0] >= spanInf || next[r-k][0] >= spanInf {
+					continue
+				}
+				if v := gives[k].plus(next[r-k]); v.less(best) {
+					best = v
 				}
 			}
+			cur[r] = best
 		}
 		suffix[j] = cur
 	}

@@ -1,8 +1,11 @@
 package placement
 
 import (
+	"fmt"
 	"slices"
 	"testing"
+
+	"github.com/gpulayer/gpulayer/internal/threadcpu"
 )
 
 // TestScheduleFewestSubGroupsAcrossLevels pins the fewest sub-groups
@@ -39,4 +42,34 @@ func TestScheduleFewestSubGroupsAcrossLevels(t *testing.T) {
 			t.Errorf("locality %q: %q, want %q", pol.GroupLocality, d.Summary, want)
 		}
 	}
+}
+
+// BenchmarkScheduleFewestAcrossLevels is the cost of the knapsack, on a
+// fleet where the greedy split is not the fewest: region eu's zone z1 has
+// 20 network groups of 5 free machines, z2 has 3 of 30; a 128-node job
+// needs both zones, and z1 whole and 28 of z2 would span 21 network
+// groups where z2 whole and 38 of z1 span 11.
+func BenchmarkScheduleFewestAcrossLevels(b *testing.B) {
+	var ws []Worker
+	for g := range 20 {
+		for i := range 5 {
+			ws = append(ws, wk(fmt.Sprintf("a%d-%d", g, i), fmt.Sprintf("eu/z1/a%d", g), "2.5.1", 8, 8))
+		}
+	}
+	for g := range 3 {
+		for i := range 30 {
+			ws = append(ws, wk(fmt.Sprintf("b%d-%d", g, i), fmt.Sprintf("eu/z2/b%d", g), "2.5.1", 8, 8))
+		}
+	}
+	job := Job{Name: "train", Nodes: 128, GPUsPerNode: 8}
+	d := Schedule(job, ws, Policy{})
+	groups := map[string]bool{}
+	for _, p := range d.Workers {
+		groups[p.Location.NetworkGroup] = true
+	}
+	if d.Status != StatusPlaced || len(groups) != 11 {
+		b.Fatalf("%d network groups: %s", len(groups), d.Summary)
+	}
+	b.ReportAllocs()
+	threadcpu.Loop(b, func() { Schedule(job, ws, Policy{}) })
 }
