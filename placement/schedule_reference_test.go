@@ -15,8 +15,14 @@ import (
 // enumerates every group Schedule could have chosen and checks that the
 // decision obeys the rules: the tightest level that holds the job, one
 // torch version, the best-fit (or first-fill) bucket, the fewest
-// sub-groups of each tighter level with the remainder by best fit, and
-// rank order inside the tightest groups.
+// sub-groups (the least counts of regions, zones, network groups and
+// NVLink domains, loosest first, over every subset of the bucket of the
+// job's size), with the greedy shape (the largest sub-groups whole, the
+// remainder by best fit) wherever a set of that shape is among the
+// fewest, and rank order inside the tightest groups. Seed 1 alone
+// (-short) catches the greedy that counted one level at a time: free
+// 0001000111, 3 nodes, prefer, best fit, binpack took 3 zones where 2
+// do.
 
 // refFleet draws a 10-worker fleet with few distinct locations, so that
 // buckets collide, and some workers missing a value at each level.
@@ -161,31 +167,6 @@ func forSubsets(from uint32, k int, fn func(uint32)) {
 	}
 }
 
-// refSubGroups splits pool at the level below l: by location up to that
-// level, and one group per worker that has no value there.
-func refSubGroups(ws []Worker, pool uint32, l Level) []uint32 {
-	sub := l - 1
-	var groups []uint32
-	keys := map[Location]int{}
-	for i := range ws {
-		if pool&(1<<i) == 0 {
-			continue
-		}
-		if ws[i].Location.At(sub) == "" {
-			groups = append(groups, 1<<i)
-			continue
-		}
-		k := ws[i].Location.Upto(sub)
-		if g, ok := keys[k]; ok {
-			groups[g] |= 1 << i
-		} else {
-			keys[k] = len(groups)
-			groups = append(groups, 1<<i)
-		}
-	}
-	return groups
-}
-
 func touched(groups []uint32, set uint32) int {
 	n := 0
 	for _, g := range groups {
@@ -213,6 +194,95 @@ func nthBest(ws []Worker, set uint32, n int, rank string, gpn int) int {
 	return members[n-1]
 }
 
+// refSpan is how many groups a set of workers spans at each level tighter
+// than its group's, loosest first; a worker with no value at a level, or
+// at a looser one below the group's, is a group of its own there.
+type refSpan [LevelAny]int
+
+func (a refSpan) less(b refSpan) bool { return slices.Compare(a[:], b[:]) < 0 }
+
+// refSpans lists, for each level tighter than l, the groups of pool at
+// that level as masks, written out plainly: workers by location up to the
+// level, and each worker alone from the first level below l where it has
+// no value.
+func refSpans(ws []Worker, pool uint32, l Level) [][]uint32 {
+	var out [][]uint32
+	for sub := l - 1; sub < l; sub-- { // Level is unsigned: stops below 0
+		var groups []uint32
+		keys := map[Location]int{}
+		for i := range ws {
+			if pool&(1<<i) == 0 {
+				continue
+			}
+			alone := false
+			for m := sub; m < l; m++ {
+				alone = alone || ws[i].Location.At(m) == ""
+			}
+			if alone {
+				groups = append(groups, 1<<i)
+				continue
+			}
+			k := ws[i].Location.Upto(sub)
+			if g, ok := keys[k]; ok {
+				groups[g] |= 1 << i
+			} else {
+				keys[k] = len(groups)
+				groups = append(groups, 1<<i)
+			}
+		}
+		out = append(out, groups)
+	}
+	return out
+}
+
+// refSpanOf counts the groups of each level (refSpans) that set touches.
+func refSpanOf(levels [][]uint32, set uint32) refSpan {
+	var out refSpan
+	for i, groups := range levels {
+		out[i] = touched(groups, set)
+	}
+	return out
+}
+
+// refShape reports how set breaks the shape of the greedy rule over the
+// sub-groups of the level below: the fewest of them, at most one partly
+// used, and that one by best fit (binpack: the fullest machines first);
+// "" when it keeps it. least is the fewest sub-groups that hold as many.
+func refShape(ws []Worker, groups []uint32, least int, set uint32, rank string, gpn int) string {
+	if got := touched(groups, set); got != least {
+		return fmt.Sprintf("took %d groups of the level below, %d suffice", got, least)
+	}
+	partial := -1
+	for gi, g := range groups {
+		if c := g & set; c != 0 && c != g {
+			if partial >= 0 {
+				return "two partly used groups"
+			}
+			partial = gi
+		}
+	}
+	if partial < 0 {
+		return ""
+	}
+	r := bits.OnesCount32(groups[partial] & set)
+	size := bits.OnesCount32(groups[partial])
+	for gi, g := range groups {
+		if gi == partial || g&set == g || bits.OnesCount32(g) < r {
+			continue
+		}
+		if rank == RankBinpack {
+			// Binpack's key first, then the best fit.
+			kg, kp := &ws[nthBest(ws, g, r, rank, gpn)], &ws[nthBest(ws, groups[partial], r, rank, gpn)]
+			if refKeyBefore(rank, gpn, kg, kp) || !refKeyBefore(rank, gpn, kp, kg) && bits.OnesCount32(g) < size {
+				return fmt.Sprintf("binpack's remainder %d went to a group of %d, a group of %d packs better", r, size, bits.OnesCount32(g))
+			}
+		} else if bits.OnesCount32(g) < size {
+			return fmt.Sprintf("remainder %d went to a group of %d, a group of %d held it", r, size, bits.OnesCount32(g))
+		}
+	}
+	return ""
+}
+
 // refCheckInside checks how chosen was taken from pool, a group at level l.
 func refCheckInside(t *testing.T, ws []Worker, pool, chosen uint32, l Level, rank string, gpn int, flat bool, ctx string) {
 	t.Helper()
@@ -229,37 +299,33 @@ func refCheckInside(t *testing.T, ws []Worker, pool, chosen uint32, l Level, ran
 		}
 		return
 	}
-	groups := refSubGroups(ws, pool, l)
-	least := len(groups) + 1
-	forSubsets(pool, k, func(s uint32) { least = min(least, touched(groups, s)) })
-	if got := touched(groups, chosen); got != least {
-		t.Fatalf("%s: inside a %s group, took %d groups of the level below, %d suffice", ctx, l, got, least)
-	}
-	partial := -1
-	for gi, g := range groups {
-		if c := g & chosen; c != 0 && c != g {
-			if partial >= 0 {
-				t.Fatalf("%s: two partly used groups below %s", ctx, l)
-			}
-			partial = gi
+	levels := refSpans(ws, pool, l)
+	groups := levels[0] // the level below l
+	// The fewest sub-groups: the least vector of counts at every tighter
+	// level, loosest first, over every k-subset of the group.
+	fewest := len(groups) + 1
+	forSubsets(pool, k, func(s uint32) { fewest = min(fewest, touched(groups, s)) })
+	least := refSpanOf(levels, pool)
+	var shaped refSpan
+	haveShaped := false
+	forSubsets(pool, k, func(s uint32) {
+		c := refSpanOf(levels, s)
+		if c.less(least) {
+			least = c
 		}
+		if touched(groups, s) == fewest && (!haveShaped || c.less(shaped)) && refShape(ws, groups, fewest, s, rank, gpn) == "" {
+			shaped, haveShaped = c, true
+		}
+	})
+	if got := refSpanOf(levels, chosen); got != least {
+		t.Fatalf("%s: inside a %s group, took %v groups at the tighter levels, %v suffice", ctx, l, got, least)
 	}
-	if partial >= 0 {
-		r := bits.OnesCount32(groups[partial] & chosen)
-		size := bits.OnesCount32(groups[partial])
-		for gi, g := range groups {
-			if gi == partial || g&chosen == g || bits.OnesCount32(g) < r {
-				continue
-			}
-			if rank == RankBinpack {
-				// Binpack's key first, then the best fit.
-				kg, kp := &ws[nthBest(ws, g, r, rank, gpn)], &ws[nthBest(ws, groups[partial], r, rank, gpn)]
-				if refKeyBefore(rank, gpn, kg, kp) || !refKeyBefore(rank, gpn, kp, kg) && bits.OnesCount32(g) < size {
-					t.Fatalf("%s: binpack's remainder %d went to a group of %d, a group of %d packs better", ctx, r, size, bits.OnesCount32(g))
-				}
-			} else if bits.OnesCount32(g) < size {
-				t.Fatalf("%s: remainder %d went to a group of %d, a group of %d held it", ctx, r, size, bits.OnesCount32(g))
-			}
+	// The shape of the greedy rule (one partly used sub-group, the
+	// remainder by best fit) is required where a set of that shape is
+	// among the fewest.
+	if haveShaped && shaped == least {
+		if msg := refShape(ws, groups, fewest, chosen, rank, gpn); msg != "" {
+			t.Fatalf("%s: inside a %s group: %s", ctx, l, msg)
 		}
 	}
 	for _, g := range groups {

@@ -50,8 +50,10 @@ func TestSchedulePreferTakesTightestLevelThatHoldsTheJobNow(t *testing.T) {
 			"placed on worker group [c1 c2 c3 c4] (same zone us-1, torch 2.5.1)"},
 		{"one region, fewest zones", 5, StatusPlaced, LevelRegion, []string{"a1", "a2", "a3", "b1", "b2"},
 			"placed on worker group [a1 a2 a3 b1 b2] (same region eu across 2 zones, 2 network groups, torch 2.5.1)"},
-		{"any, fewest regions", 7, StatusPlaced, LevelAny, []string{"a1", "a2", "a3", "b1", "b2", "b3", "c1"},
-			"placed on worker group [a1 a2 a3 b1 b2 b3 c1] (2 regions, 3 zones, 2 network groups, torch 2.5.1)"},
+		// Two regions either way; eu-1's three and us-1's four are two
+		// zones, where eu whole and one of us-1 would be three.
+		{"any, fewest regions then zones", 7, StatusPlaced, LevelAny, []string{"a1", "a2", "a3", "c1", "c2", "c3", "c4"},
+			"placed on worker group [a1 a2 a3 c1 c2 c3 c4] (2 regions, 2 zones, 2 network groups, torch 2.5.1)"},
 		{"not enough free workers anywhere", 11, StatusWaiting, LevelAny, nil,
 			"waiting: fewer than 11 free workers share torch 2.5.1 (best: torch 2.5.1 with 10 of 11)"},
 		{"never enough workers", 12, StatusWaiting, LevelAny, nil,

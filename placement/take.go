@@ -62,13 +62,23 @@ func fitOrder(a, b *group) int {
 	return a.size() - b.size()
 }
 
-// take appends need workers of group g to s.chosen: from as few groups of
-// the next tighter level as possible (the largest first, the last by best
-// fit), recursively, and inside the tightest groups in rank order. With
-// slices, groups above the slices' level count only the workers that
-// make whole slices, and pass each tighter group a multiple of the slice
-// size.
+// take appends need workers of group g to s.chosen, spanning the fewest
+// groups of the tighter levels, loosest first (fewest.go): the greedy
+// choice of takeGreedy where it is already the fewest, which it nearly
+// always is, and otherwise the split that is.
 func (s *scheduler) take(g group, need int) {
+	start := len(s.chosen)
+	s.takeGreedy(g, need)
+	s.fewest(g, need, start)
+}
+
+// takeGreedy appends need workers of group g to s.chosen: from as few
+// groups of the next tighter level as possible (the largest first, the
+// last by best fit), recursively, and inside the tightest groups in rank
+// order. With slices, groups above the slices' level count only the
+// workers that make whole slices, and pass each tighter group a multiple
+// of the slice size.
+func (s *scheduler) takeGreedy(g group, need int) {
 	if need <= 0 {
 		return
 	}
@@ -84,7 +94,7 @@ func (s *scheduler) take(g group, need int) {
 		s.chosen = append(s.chosen, s.topN(s.freeByCell[g.lo:g.hi], need, true)...)
 		return
 	case len(kids) == 1 && singles == 0:
-		s.take(kids[0], need)
+		s.takeGreedy(kids[0], need)
 		return
 	}
 	if singles > 0 {
@@ -97,7 +107,7 @@ func (s *scheduler) take(g group, need int) {
 		// binpack, the fullest machines first, as between buckets).
 		if s.rank == rankBinpack {
 			if b := s.binpackFit(kids, need, used); b >= 0 {
-				s.take(kids[b], need)
+				s.takeGreedy(kids[b], need)
 				return
 			}
 		} else {
@@ -114,7 +124,7 @@ func (s *scheduler) take(g group, need int) {
 				}
 			}
 			if fit.best >= 0 {
-				s.take(kids[fit.best], need)
+				s.takeGreedy(kids[fit.best], need)
 				return
 			}
 		}
@@ -136,7 +146,7 @@ func (s *scheduler) take(g group, need int) {
 			return // cannot happen: a group's room is its sub-groups' room
 		}
 		used[big.best] = true
-		s.take(kids[big.best], int(kids[big.best].room))
+		s.takeGreedy(kids[big.best], int(kids[big.best].room))
 		need -= int(kids[big.best].room)
 	}
 }
