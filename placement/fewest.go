@@ -313,3 +313,19 @@ func (p *fewPlan) split(id int32, r int) {
 		p.s.chosen = append(p.s.chosen, p.s.topN(nd.ones, r, true)...)
 	}
 }
+
+// samePrefix reports whether two cells' keys share the compatible
+// properties and the location down to depth. The knapsack runs only where
+// the greedy split was not the fewest, so it compares the strings rather
+// than keep cells' split depths between cells that are not neighbours.
+func samePrefix(a, b *cellKey, depth int) bool {
+	if a.torch != b.torch || a.driver != b.driver || a.model != b.model {
+		return false
+	}
+	for d := 1; d <= depth; d++ {
+		if a.field(d) != b.field(d) {
+			return false
+		}
+	}
+	return true
+}
