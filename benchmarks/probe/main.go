@@ -285,6 +285,7 @@ func serve(args []string) error {
 		return err
 	}
 	defer stopProfile()
+	sandbox.TuneGC()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	sb, err := sandbox.Start(sandbox.Options{Hosts: *hosts, Dir: *dir, Shell: *shell})
