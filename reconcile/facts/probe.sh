@@ -403,19 +403,14 @@ gpulayer_claims() {
 # Fabric sections below them: each GPU's NVLink fabric registration (state,
 # status, clique id, cluster UUID), which places machines of one multi-node
 # NVLink domain together. The rest, a few hundred lines per GPU, is dropped
-# here with builtins, so a probe stays small and forks nothing more. A
-# Fabric section is a line that starts with "    Fabric" and the lines
-# below it that start with 8 spaces (empty lines are skipped, not an end).
-# Output with no Fabric section at all (older drivers, PCIe GPUs) prints
-# nothing: its GPU lines alone say nothing of a fabric.
-#
-# The output is cut at each GPU line with parameter expansions, and a
-# GPU's lines are looked at one by one only from its first Fabric line on,
-# as far as the last: the lines above it, most of them, are never looped
-# over (each line costs a pattern match or more, and interpreted shells,
-# as the sandbox's, pay for each). Lines are split by the shell's field
-# splitting (IFS a newline, no globbing), not read line by line: `read`
-# takes a byte per system call.
+# here with builtins, so a probe stays small and forks nothing more. The
+# output is split into lines by the shell's field splitting (IFS a
+# newline, no globbing), not read line by line: `read` takes a byte per
+# system call, and a whole -q output is tens of kilobytes. Empty lines,
+# which splitting drops, are never kept anyway. The most common lines (the
+# details below a heading, 8 spaces in) are tested first. Output with no
+# Fabric section at all (older drivers, PCIe GPUs) prints nothing: its GPU
+# lines alone say nothing of a fabric.
 gpulayer_fabric() {
 	gpulayer_q=$(gpulayer_bounded 20 nvidia-smi -q)
 	gpulayer_s=$?
@@ -423,62 +418,28 @@ gpulayer_fabric() {
 	*'    Fabric'*) ;;
 	*) return "$gpulayer_s" ;;
 	esac
-	gpulayer_nl='
-'
-	gpulayer_ifs=$IFS
-	IFS=$gpulayer_nl
-	set -f
-	# A newline first, so that every line, the first too, follows one.
-	gpulayer_t=$gpulayer_nl$gpulayer_q
-	# Before the first GPU line: its Fabric sections only.
-	gpulayer_b=${gpulayer_t%%"$gpulayer_nl"'GPU '*}
-	gpulayer_fabric_of_block
-	while :; do
-		case $gpulayer_t in
-		*"$gpulayer_nl"'GPU '*) gpulayer_t=${gpulayer_t#*"$gpulayer_nl"'GPU '} ;;
-		*) break ;;
-		esac
-		# This GPU's block: the rest of its line and the lines below, up
-		# to the next GPU line.
-		gpulayer_b=${gpulayer_t%%"$gpulayer_nl"'GPU '*}
-		printf 'GPU %s\n' "${gpulayer_b%%"$gpulayer_nl"*}"
-		gpulayer_fabric_of_block
-	done
-	set +f
-	IFS=$gpulayer_ifs
-	return "$gpulayer_s"
-}
-
-# gpulayer_fabric_of_block prints the Fabric sections of $gpulayer_b, a
-# part of the -q output without GPU lines (bar its first line, which is
-# never printed here), with IFS a newline and globbing off.
-gpulayer_fabric_of_block() {
-	case $gpulayer_b in
-	*"$gpulayer_nl    Fabric"*) ;;
-	*) return 0 ;;
-	esac
-	# From the first Fabric line on.
-	gpulayer_r="    Fabric${gpulayer_b#*"$gpulayer_nl    Fabric"}"
-	# Whether another Fabric line follows: if not, the first line that
-	# ends this section ends the loop.
-	gpulayer_more=
-	case ${gpulayer_r#'    Fabric'} in
-	*"$gpulayer_nl    Fabric"*) gpulayer_more=1 ;;
-	esac
 	gpulayer_in=
-	for gpulayer_line in $gpulayer_r; do
+	gpulayer_ifs=$IFS
+	IFS='
+'
+	set -f
+	for gpulayer_line in $gpulayer_q; do
 		case $gpulayer_line in
 		'        '*) [ -z "$gpulayer_in" ] || printf '%s\n' "$gpulayer_line" ;;
+		'GPU '*)
+			gpulayer_in=
+			printf '%s\n' "$gpulayer_line"
+			;;
 		'    Fabric'*)
 			gpulayer_in=1
 			printf '%s\n' "$gpulayer_line"
 			;;
-		*)
-			gpulayer_in=
-			[ -n "$gpulayer_more" ] || return 0
-			;;
+		*) gpulayer_in= ;;
 		esac
 	done
+	set +f
+	IFS=$gpulayer_ifs
+	return "$gpulayer_s"
 }
 
 gpulayer_probe() {
