@@ -11,9 +11,9 @@ import (
 // environments and compiled patterns are garbage at once. At the default
 // 100 the collector took ~15 % of the sandbox's CPU in a 500-machine
 // probe; at 400 the heap peaks near 180 MiB (90 MiB before) and the
-// sandbox spends 15–25 % less CPU per probe (benchmarks/results/
-// 2026-12-03-speed/probe). Higher bought little more for twice the
-// memory again.
+// sandbox spends about 15 % less CPU per probe (benchmarks/results/
+// 2026-12-03-speed/probe). 1000 bought no more, for twice the memory
+// again.
 const serveGCPercent = 400
 
 // TuneGC sets the garbage collector of a process whose work is serving a
