@@ -390,6 +390,29 @@ func TestRunStopsTheCommandWhenTheContextEnds(t *testing.T) {
 	}
 }
 
+// Streams larger than the pooled copy buffer arrive whole, in order, in
+// both directions: stdin from a reader that is not a strings.Reader (so
+// it goes through the buffer), stdout and stderr in many reads.
+func TestRunCopiesStreamsLargerThanItsBuffers(t *testing.T) {
+	f := newFixture(t)
+	srv := f.server(sshtest.Options{})
+	p := newPool(t, Options{})
+	var in bytes.Buffer
+	for i := range 20000 {
+		fmt.Fprintf(&in, "%d\n", i)
+	}
+	want := in.String()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	res, err := p.Run(ctx, f.target("a1", srv), "tee /dev/stderr", io.MultiReader(strings.NewReader(want[:7]), strings.NewReader(want[7:])))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(res.Stdout) != want || string(res.Stderr) != want || res.ExitCode != 0 {
+		t.Errorf("stdout %d bytes, stderr %d, exit %d; want %d bytes each, exit 0", len(res.Stdout), len(res.Stderr), res.ExitCode, len(want))
+	}
+}
+
 func TestRunRefusesOutputBeyondTheLimit(t *testing.T) {
 	f := newFixture(t)
 	srv := f.server(sshtest.Options{})

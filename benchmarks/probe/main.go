@@ -285,6 +285,7 @@ func serve(args []string) error {
 		return err
 	}
 	defer stopProfile()
+	sandbox.TuneGC()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	sb, err := sandbox.Start(sandbox.Options{Hosts: *hosts, Dir: *dir, Shell: *shell})
@@ -317,6 +318,19 @@ func startCPUProfile(path string) (stop func(), err error) {
 	}, nil
 }
 
+// writeAllocProfile writes what the process allocated so far to path.
+func writeAllocProfile(path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return
+	}
+	defer f.Close()
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+}
+
 // client probes every host of the sandbox in dir once and prints a result.
 func client(args []string) error {
 	fs := flag.NewFlagSet("client", flag.ContinueOnError)
@@ -326,6 +340,7 @@ func client(args []string) error {
 	command := fs.String("command", "probe", "probe or true")
 	watchFile := fs.String("watch", "", "a JSON file of the processes to ask each machine about (launchNodes writes it), by machine name")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the fan-out to `FILE`")
+	memProfile := fs.String("memprofile", "", "write a profile of what the client allocated, at its end, to `FILE`")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -334,6 +349,10 @@ func client(args []string) error {
 		return err
 	}
 	defer stopProfile()
+	if *memProfile != "" {
+		runtime.MemProfileRate = 64 << 10 // finer than the default, for a short run
+		defer writeAllocProfile(*memProfile)
+	}
 	if *command != "probe" && *command != "true" {
 		return fmt.Errorf("-command: want probe or true, got %q", *command)
 	}

@@ -103,6 +103,9 @@ func sandboxRun(opts *sandboxOptions) (err error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 
+	// This process does little but serve the machines (with --once, also
+	// probes them once).
+	sandbox.TuneGC()
 	sb, err := sandbox.Start(sandbox.Options{Hosts: opts.hosts, Dir: dir, Shell: opts.shell, NVLinkDomain: opts.nvlDomain})
 	if err != nil {
 		return err

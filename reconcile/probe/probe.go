@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,12 @@ import (
 	"github.com/gpulayer/gpulayer/reconcile/facts"
 	"github.com/gpulayer/gpulayer/ssh"
 )
+
+// script is the probe script as bytes, shared by every probe: a
+// bytes.Reader hands the session its bytes as they are, where a
+// strings.Reader's would be copied for every host (the channel takes
+// []byte). Nothing writes to it.
+var script = []byte(facts.Script())
 
 // Runner runs one command on one host; *ssh.Pool is the one gpulayer uses.
 type Runner interface {
@@ -110,7 +117,7 @@ func Host(ctx context.Context, r Runner, m Machine, opts Options) facts.Host {
 	defer cancel()
 
 	nonce := facts.NewNonce()
-	res, err := r.Run(ctx, m.Target, Command(nonce, m.Watch), strings.NewReader(facts.Script()))
+	res, err := r.Run(ctx, m.Target, Command(nonce, m.Watch), bytes.NewReader(script))
 	tooLarge := tooLargeOutput(res)
 
 	var h facts.Host

@@ -55,6 +55,9 @@ type Options struct {
 	AllowTCPForwarding bool
 	// HandshakeTimeout bounds a client's handshake; 0 means 30s.
 	HandshakeTimeout time.Duration
+	// KeyExchanges are the key exchange algorithms the server offers; nil
+	// offers x/crypto/ssh's defaults.
+	KeyExchanges []string
 	// Stall makes the server stop answering at one step of every session,
 	// as a hung or hostile sshd does, for tests of clients' timeouts. It
 	// still answers keepalives, so the connection looks alive.
@@ -144,6 +147,7 @@ func Start(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("key %s is not authorized", ssh.FingerprintSHA256(key))
 		},
 	}
+	config.KeyExchanges = opts.KeyExchanges
 	config.AddHostKey(opts.HostKey)
 	for _, k := range opts.ExtraHostKeys {
 		config.AddHostKey(k)
