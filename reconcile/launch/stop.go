@@ -125,6 +125,8 @@ if [ "$gpulayer_pid" -gt 0 ]; then
 fi
 gpulayer_pgrep=
 command -v pgrep >/dev/null 2>&1 && gpulayer_pgrep=1
+gpulayer_children_files=
+[ ! -r "/proc/$$/task/$$/children" ] || gpulayer_children_files=1
 # The functions below set variables rather than print, so that no
 # subshell is forked for them: on a machine stopping many runs at once,
 # forks are what a stop costs.
@@ -154,14 +156,16 @@ gpulayer_alive() {
 # each process's /proc/PID/task/TID/children, read with builtins (no fork:
 # on a machine stopping many nodes at once, a pgrep per level, each
 # reading every process's stat, is most of a stop's cost); where the
-# kernel has no children files, one pgrep -P per level.
+# kernel has no children files, one pgrep -P per level. Whether it has
+# them is asked of this shell's own file, not the leader's: a leader that
+# has ended has none either, and no descendants to find (its orphans went
+# to the subreaper above it), so a pgrep then would find nothing at the
+# cost of a fork and a read of every process.
 gpulayer_tree() {
 	[ -n "$gpulayer_leader" ] || return 0
 	gpulayer_parents=$gpulayer_leader
 	gpulayer_depth=0
-	gpulayer_kids=
-	IFS= read -r gpulayer_kids </proc/$gpulayer_leader/task/$gpulayer_leader/children 2>/dev/null || :
-	if [ ! -r "/proc/$gpulayer_leader/task/$gpulayer_leader/children" ]; then
+	if [ -z "$gpulayer_children_files" ]; then
 		gpulayer_ptree
 		return
 	fi
