@@ -288,6 +288,41 @@ func TestLaunchPicksAFreePortOnNodeZero(t *testing.T) {
 	})
 }
 
+// TestPickPortWithAndWithoutGrep runs node 0's port pick where the
+// machine has grep (which picks the listening lines out of the socket
+// tables) and where it has none (the shell reads the tables whole): both
+// pass over a port something listens on.
+func TestPickPortWithAndWithoutGrep(t *testing.T) {
+	first := DefaultPort("pickport")
+	l, err := listenTCP(first)
+	if err != nil {
+		t.Skipf("port %d: %v", first, err)
+	}
+	defer l.Close()
+	script := "gpulayer_fail() { echo \"fail $1\"; exit 1; }\n" + pickPortScript(first) + "echo \"port $gpulayer_port\"\n"
+	eachShell(t, func(t *testing.T, sh shell) {
+		for _, grep := range []bool{true, false} {
+			if sh.bin == "" {
+				t.Skip("no directory of its own for this shell")
+			}
+			path := sh.bin // the shell alone: no grep
+			if grep {
+				path += string(os.PathListSeparator) + os.Getenv("PATH")
+			}
+			cmd := exec.Command(filepath.Join(sh.bin, "sh"), "-s")
+			cmd.Stdin = strings.NewReader(script)
+			cmd.Env = []string{"PATH=" + path}
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("grep %v: %v\n%s", grep, err, out)
+			}
+			if want := "port " + strconv.Itoa(first+1) + "\n"; string(out) != want {
+				t.Errorf("grep %v: printed %q, want %q (port %d is taken)", grep, out, want, first)
+			}
+		}
+	})
+}
+
 func TestStopEndsTheGroupAndProcessesThatLeftIt(t *testing.T) {
 	eachShell(t, func(t *testing.T, sh shell) {
 		home := t.TempDir()
