@@ -138,7 +138,7 @@ func Script(n Node) string {
 	w("gpulayer_pidns=$(readlink /proc/self/ns/pid 2>/dev/null) || gpulayer_pidns=\n")
 	w("case $gpulayer_pidns in pid:\\[[0-9]*\\]) ;; *) gpulayer_pidns=- ;; esac\n")
 	w("printf 'gpulayer-launch:ok %%s %%s %%s %%s %%s\\n' \"$gpulayer_pid\" \"$gpulayer_start\" \"${gpulayer_boot:--}\" \"$gpulayer_port\" \"$gpulayer_pidns\"\n")
-	w("%s", startCheckScript(n.StartCheck))
+	w("%s", startCheckScript(n.StartCheck, true))
 	return b.String()
 }
 
@@ -155,8 +155,14 @@ func Script(n Node) string {
 // refused before the start). The launch's session thus carries its own
 // confirmation: no second session per node, and no fixed wait before the
 // first look.
-func startCheckScript(wait time.Duration) string {
-	return sleepMsFunc + boundedFunc + fmt.Sprintf(`gpulayer_wait_ms=%d
+//
+// With session, a leader found running is waited for (up to a second)
+// until it leads its own session: perl calls setsid(2) a few
+// milliseconds into its start, and a launch that reports at once (a
+// start check of 0) must not end before its group exists, or a stop
+// right after it would signal no group.
+func startCheckScript(wait time.Duration, session bool) string {
+	s := sleepMsFunc + boundedFunc + fmt.Sprintf(`gpulayer_wait_ms=%d
 gpulayer_waited=0
 gpulayer_step=100
 while :; do
@@ -169,7 +175,21 @@ while :; do
 	gpulayer_step=$((gpulayer_step * 3))
 	[ "$gpulayer_step" -le 500 ] || gpulayer_step=500
 done
-`, wait.Milliseconds(), indent(aliveVarsScript)) + reportScript
+`, wait.Milliseconds(), indent(aliveVarsScript))
+	if session {
+		s += `gpulayer_tries=0
+while [ -n "$gpulayer_alive" ] && [ "$gpulayer_tries" -lt 100 ]; do
+	IFS= read -r gpulayer_stat </proc/$gpulayer_pid/stat 2>/dev/null || break
+	gpulayer_stat=${gpulayer_stat##*\) }
+	# shellcheck disable=SC2086
+	set -- $gpulayer_stat
+	[ "$4" != "$gpulayer_pid" ] || break
+	gpulayer_sleep_ms 10
+	gpulayer_tries=$((gpulayer_tries + 1))
+done
+`
+	}
+	return s + reportScript
 }
 
 // leaderScript is the node's leader: a small sh that runs the command in
