@@ -62,7 +62,7 @@ func NodeID(runID string, rank int) string { return runID + "/" + strconv.Itoa(r
 //   - the leader's process group, found by grep in /proc/PID/stat (or
 //     pgrep, or a scan of /proc);
 //   - the leader's descendants, level by level: the leader is a child
-//     subreaper where the machine has python3 (see Script), so every
+//     subreaper where the machine has perl or python3 (see Script), so every
 //     process the command started and orphaned is re-parented to it and
 //     stays in its tree whatever it does to its session, group or
 //     environment;
