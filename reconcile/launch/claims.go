@@ -33,8 +33,9 @@ func ClaimName(index int, uuid string) string {
 // claimScript is the part of a launch script that takes a node's claims
 // and starts its leader: the script's own shell runs it (it is a real
 // process: it starts the leader as a background job and reads its pid,
-// which no in-process interpreter gives), so no second sh and no command
-// substitution is forked for it. It reads $gpulayer_lineage, $gpulayer_job,
+// which no in-process interpreter gives, and flock(1) locks its
+// descriptor 9, which only a real shell hands a command), so no second
+// sh and no command substitution is forked for it. It reads $gpulayer_lineage, $gpulayer_job,
 // $gpulayer_run, $gpulayer_rank and $gpulayer_gpus (NAME INDEX pairs,
 // split by blanks: a ClaimName has none), and sets $gpulayer_pid to the leader's.
 //
