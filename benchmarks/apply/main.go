@@ -20,7 +20,7 @@
 // line per measurement, then medians and the median of the round-by-round
 // ratios.
 //
-//	go run ./benchmarks/apply -hosts 64 -rounds 7
+//	go run ./benchmarks/apply -hosts 64 -rounds 7 [-gpulayer BIN] [-before OLD_BIN]
 //
 // Without pdsh it says so and exits 0. The sandbox (its machines' shell:
 // -shell; every machine with one torch version, so one job spans them all)
@@ -41,7 +41,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -92,6 +91,7 @@ func drive(args []string) error {
 	par := fs.Int("parallelism", 64, "nodes started or stopped at once, by both clients (--node-parallelism, pdsh -f)")
 	shell := fs.String("shell", sandbox.InProcess, "the sandbox machines' shell (as gpulayer sandbox --shell)")
 	bin := fs.String("gpulayer", "", "the gpulayer binary (default: built from this checkout)")
+	before := fs.String("before", "", "another gpulayer `binary` (an older build) run in the same rounds, in turn with the others, as client gpulayer-before")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -142,15 +142,25 @@ func drive(args []string) error {
 	if err != nil {
 		return err
 	}
+	fmt.Printf("# %s loadavg %s\n", time.Now().UTC().Format(time.RFC3339), loadavg())
 	fmt.Printf("# %s %s/%s, %d CPUs, %d machines (shell %s), parallelism %d, %s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(),
 		len(machines), *shell, *par, pdshVersion(pdsh))
-	g := gpulayerClient{bin: *bin, dir: dir, par: *par}
-	p := pdshClient{bin: pdsh, config: sshConfig, machines: machines, par: *par}
+	clients := []client{
+		gpulayerClient{label: "gpulayer", bin: *bin, dir: dir, par: *par},
+		pdshClient{bin: pdsh, config: sshConfig, machines: machines, par: *par},
+	}
+	if *before != "" {
+		fmt.Printf("# gpulayer-before: %s\n", *before)
+		clients = append(clients, gpulayerClient{label: "gpulayer-before", bin: *before, dir: dir, par: *par})
+	}
 	var all []result
 	for round := 0; round <= *rounds; round++ {
-		order := []client{g, p}
-		if round%2 == 1 {
-			order[0], order[1] = order[1], order[0]
+		// Each round starts with the next client: every client runs first,
+		// in the middle and last as often as the others (with two, the
+		// order alternates).
+		var order []client
+		for i := range clients {
+			order = append(order, clients[(round+i)%len(clients)])
 		}
 		for _, c := range order {
 			for _, what := range []string{"start", "stop"} {
@@ -181,7 +191,8 @@ func drive(args []string) error {
 			}
 		}
 	}
-	summarize(os.Stdout, all)
+	summarize(os.Stdout, all, *before != "")
+	fmt.Printf("# %s loadavg %s\n", time.Now().UTC().Format(time.RFC3339), loadavg())
 	return nil
 }
 
@@ -297,6 +308,12 @@ func writeSSHConfig(work string, machines []probe.Machine) (string, error) {
 	return path, os.WriteFile(path, []byte(b.String()), 0o600)
 }
 
+// loadavg is /proc/loadavg, as it reads.
+func loadavg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	return strings.TrimSpace(string(b))
+}
+
 func pdshVersion(bin string) string {
 	out, _ := exec.Command(bin, "-V").CombinedOutput()
 	first, _, _ := strings.Cut(string(out), "\n")
@@ -313,11 +330,12 @@ type client interface {
 }
 
 type gpulayerClient struct {
+	label    string
 	bin, dir string
 	par      int
 }
 
-func (g gpulayerClient) name() string   { return "gpulayer" }
+func (g gpulayerClient) name() string   { return g.label }
 func (g gpulayerClient) marker() string { return "GPULAYER_JOB=applybench" }
 
 func (g gpulayerClient) run(what string) (float64, string, error) {
@@ -433,7 +451,7 @@ func zombie(stat []byte) bool {
 	return i >= 0 && i+2 < len(stat) && (stat[i+2] == 'Z' || stat[i+2] == 'X')
 }
 
-func summarize(w io.Writer, rs []result) {
+func summarize(w io.Writer, rs []result, before bool) {
 	type key struct{ what, client string }
 	groups := map[key][]result{}
 	byRound := map[string]map[int]map[string]float64{}
@@ -447,33 +465,44 @@ func summarize(w io.Writer, rs []result) {
 		}
 		byRound[r.What][r.Round][r.Client] = r.WallSeconds
 	}
-	wall := func(r result) float64 { return r.WallSeconds }
-	cpu := func(r result) float64 { return r.CPUSeconds }
-	fmt.Fprintf(w, "\n# medians over %d rounds (cpu: the client's own + the sandbox's meanwhile)\n%-8s  %-14s  %-14s  %-15s  %-20s  %-20s  %s\n", len(groups[key{"start", "gpulayer"}]),
-		"what", "gpulayer wall", "pdsh wall", "ratio of pairs", "gpulayer cpu", "pdsh cpu", "load1")
-	for _, what := range []string{"start", "stop"} {
-		g, p := groups[key{what, "gpulayer"}], groups[key{what, "pdsh"}]
+	// ratio is the median of the round-by-round ratios of a's wall time
+	// to b's.
+	ratio := func(what, a, b string) float64 {
 		var ratios []float64
-		var rounds []int
-		for round := range byRound[what] {
-			rounds = append(rounds, round)
-		}
-		sort.Ints(rounds)
-		for _, round := range rounds {
-			c := byRound[what][round]
-			if c["pdsh"] > 0 {
-				ratios = append(ratios, c["gpulayer"]/c["pdsh"])
+		for _, c := range byRound[what] {
+			if c[b] > 0 && c[a] > 0 {
+				ratios = append(ratios, c[a]/c[b])
 			}
 		}
+		return stats.Median(ratios, func(v float64) float64 { return v })
+	}
+	wall := func(r result) float64 { return r.WallSeconds }
+	cpu := func(r result) float64 { return r.CPUSeconds }
+	sb := func(r result) float64 { return r.SandboxCPUSeconds }
+	names := []string{"gpulayer"}
+	if before {
+		names = append(names, "gpulayer-before")
+	}
+	fmt.Fprintf(w, "\n# medians over %d rounds (cpu: the client's own + the sandbox's meanwhile; ratio: median of the rounds' ratios to pdsh)\n%-8s  %-16s  %-10s  %-10s  %-20s  %s\n",
+		len(groups[key{"start", "gpulayer"}]), "what", "client", "wall", "ratio", "cpu", "load1")
+	for _, what := range []string{"start", "stop"} {
 		label := "apply"
 		if what == "stop" {
 			label = "destroy"
 		}
-		sb := func(r result) float64 { return r.SandboxCPUSeconds }
-		fmt.Fprintf(w, "%-8s  %-14s  %-14s  %-15s  %-20s  %-20s  %.1f\n", label,
-			fmt.Sprintf("%.3f s", stats.Median(g, wall)), fmt.Sprintf("%.3f s", stats.Median(p, wall)),
-			fmt.Sprintf("%.2fx", stats.Median(ratios, func(v float64) float64 { return v })),
-			fmt.Sprintf("%.2f + %.2f s", stats.Median(g, cpu), stats.Median(g, sb)), fmt.Sprintf("%.2f + %.2f s", stats.Median(p, cpu), stats.Median(p, sb)),
-			stats.Median(append(g[:len(g):len(g)], p...), func(r result) float64 { return r.Load1 }))
+		for _, name := range append(names, "pdsh") {
+			g := groups[key{what, name}]
+			r := "-"
+			if name != "pdsh" {
+				r = fmt.Sprintf("%.2fx", ratio(what, name, "pdsh"))
+			}
+			fmt.Fprintf(w, "%-8s  %-16s  %-10s  %-10s  %-20s  %.1f\n", label, name,
+				fmt.Sprintf("%.3f s", stats.Median(g, wall)), r,
+				fmt.Sprintf("%.2f + %.2f s", stats.Median(g, cpu), stats.Median(g, sb)),
+				stats.Median(g, func(r result) float64 { return r.Load1 }))
+		}
+		if before {
+			fmt.Fprintf(w, "%-8s  gpulayer / gpulayer-before: wall %.2fx (median of the rounds' ratios)\n", label, ratio(what, "gpulayer", "gpulayer-before"))
+		}
 	}
 }

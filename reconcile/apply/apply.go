@@ -352,9 +352,10 @@ func (r *run) node(ctx context.Context, t ssh.Target, command, script string, ti
 // namespace and login, as their launches recorded: the sandbox's,
 // containers of one host) are swept once: their stops end their own
 // node's tree and group without the sweep, and then one more stop, on one
-// of those that succeeded, sweeps by environment for the nodes of all
-// that succeeded. A node whose machine did not answer is never swept
-// through another: it stays what its own machine's stop left, a leftover.
+// of those that succeeded, sweeps by environment, and by process group,
+// for the nodes of all that succeeded. A node whose machine did not
+// answer is never swept through another: it stays what its own machine's
+// stop left, a leftover.
 func (r *run) stopNodes(ctx context.Context, job, runID string, nodes []state.Node, grace time.Duration) ([]state.Node, error) {
 	var mu sync.Mutex
 	var failed []state.Node
@@ -394,7 +395,8 @@ func (r *run) stopNodes(ctx context.Context, job, runID string, nodes []state.No
 
 // kernelSweeps are the sweeps of the kernels whose machines' stops left
 // the sweep out: one per kernel, on the first of its machines whose stop
-// succeeded, for the nodes of all those that did.
+// succeeded, for the nodes (and the process groups) of all those that
+// did.
 func kernelSweeps(stops []hostStop, down map[string]bool) []hostStop {
 	var out []hostStop
 	at := map[string]int{}
@@ -416,6 +418,14 @@ func kernelSweeps(stops []hostStop, down map[string]bool) []hostStop {
 		w := &out[i]
 		w.nodes = append(w.nodes, h.nodes...)
 		w.stop.Ranks = append(w.stop.Ranks, h.stop.Ranks...)
+		// The machine's stop sent its node's group SIGTERM but did not
+		// list the group's members (a read of every process: once per
+		// kernel, here, for every node's group).
+		for _, n := range h.nodes {
+			if p := n.Process; p != nil && p.PID > 0 {
+				w.stop.Groups = append(w.stop.Groups, launch.Group{PID: p.PID, StartTime: p.StartTime})
+			}
+		}
 	}
 	return out
 }

@@ -11,8 +11,9 @@ import (
 // TestHostStopsSweepOncePerKernel: the hosts of a run whose launches
 // recorded one boot id, pid namespace and login stop their own nodes
 // without the sweep, and one sweep, on the first of them whose stop
-// succeeded, looks for the nodes of all that did (never for a node whose
-// machine did not answer); a host of another namespace or login, or
+// succeeded, looks for the nodes of all that did, and lists the members
+// of their process groups (never for a node whose machine did not
+// answer); a host of another namespace or login, or
 // whose namespace is not known, or reached at another address, sweeps
 // for itself; so does the host of a
 // node of an old gpulayer (no reach), for the run id.
@@ -62,16 +63,30 @@ func TestHostStopsSweepOncePerKernel(t *testing.T) {
 		t.Errorf("each host stops its own leader: a %d, b %d", got["a"].stop.PID, got["b"].stop.PID)
 	}
 	for _, c := range []struct {
-		down  map[string]bool
-		host  string
-		ranks []int
+		down   map[string]bool
+		host   string
+		ranks  []int
+		groups []int
 	}{
-		{map[string]bool{}, "a", []int{0, 1, 4}},
-		{map[string]bool{"a": true}, "b", []int{1, 4}},
+		{map[string]bool{}, "a", []int{0, 1, 4}, []int{10, 11, 14}},
+		{map[string]bool{"a": true}, "b", []int{1, 4}, []int{11, 14}},
 	} {
 		sweeps := kernelSweeps(stops, c.down)
 		if len(sweeps) != 1 || sweeps[0].host != c.host || !slices.Equal(sweeps[0].stop.Ranks, c.ranks) || sweeps[0].stop.NoSweep || sweeps[0].stop.PID != 0 {
 			t.Errorf("down %v: sweeps %+v, want one on %s for %v", c.down, sweeps, c.host, c.ranks)
+			continue
+		}
+		// The sweep lists the members of every node's group, which the
+		// machines' own stops signalled but did not list.
+		var groups []int
+		for _, g := range sweeps[0].stop.Groups {
+			if g.StartTime != 1 {
+				t.Errorf("down %v: group %d with start time %d, want the launch's (1)", c.down, g.PID, g.StartTime)
+			}
+			groups = append(groups, g.PID)
+		}
+		if !slices.Equal(groups, c.groups) {
+			t.Errorf("down %v: the sweep lists groups %v, want %v", c.down, groups, c.groups)
 		}
 	}
 	if sweeps := kernelSweeps(stops, map[string]bool{"a": true, "b": true}); len(sweeps) != 0 {

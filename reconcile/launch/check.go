@@ -33,7 +33,7 @@ func CheckScript(job, runID string, rank, pid int, startTime uint64, wait time.D
 gpulayer_log="$HOME"/%s
 gpulayer_pid=%d
 gpulayer_start=%d
-`, ssh.Quote(ExitPath(job, runID, rank)), ssh.Quote(LogPath(job, runID, rank)), pid, startTime) + startCheckScript(wait)
+`, ssh.Quote(ExitPath(job, runID, rank)), ssh.Quote(LogPath(job, runID, rank)), pid, startTime) + startCheckScript(wait, false)
 }
 
 // reportScript prints a check's report from $gpulayer_alive, the node's

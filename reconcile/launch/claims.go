@@ -30,86 +30,83 @@ func ClaimName(index int, uuid string) string {
 	return "index-" + strconv.Itoa(index)
 }
 
-// claimScript takes a node's claims and starts its leader, in a sh of its
-// own (a real process even where the launch script is interpreted
-// in-process, so that its pid can hold the claims while it starts the
-// node):
-//
-//	sh -c claimScript gpulayer-claim LOG PORT LINEAGE JOB RUN RANK NAME INDEX...
+// claimScript is the part of a launch script that takes a node's claims
+// and starts its leader: the script's own shell runs it (it is a real
+// process: it starts the leader as a background job and reads its pid,
+// which no in-process interpreter gives, and flock(1) locks its
+// descriptor 9, which only a real shell hands a command), so no second
+// sh and no command substitution is forked for it. It reads $gpulayer_lineage, $gpulayer_job,
+// $gpulayer_run, $gpulayer_rank and $gpulayer_gpus (NAME INDEX pairs,
+// split by blanks: a ClaimName has none), and sets $gpulayer_pid to the leader's.
 //
 // Under an flock(1) lock on ClaimsDir/.lock it checks every GPU's claim
-// before writing any, so a node claims all its GPUs or none; writes them
-// naming itself; starts the leader (startLeader, which the launch script
-// supplies, reading $gpulayer_log and $gpulayer_port); writes them again
-// naming the leader; and prints `gpulayer-started PID`. Otherwise it
-// prints gpulayer-launch:error claimed|claim ... and exits 1. The lock is
-// released when it exits; the leader does not inherit it. A message
-// carries what another claim says; the caller sanitizes it.
+// before writing any, so a node claims all its GPUs or none; starts the
+// leader (startLeader, which reads $gpulayer_log and $gpulayer_port);
+// writes the claims naming the leader; and releases the lock (closes the
+// descriptor: the leader does not inherit it). The claims are written
+// only once the leader runs: another launch can read them only under the
+// lock, which this one holds from its check to its write, so there is no
+// moment a claim naming a process that is not the node's must cover.
+// Otherwise it prints gpulayer-launch:error claimed|claim ... and exits
+// 1. A message carries what another claim says; the caller sanitizes it.
 func claimScript(startLeader string) string {
 	return claimPrelude + startLeader + claimEpilogue
 }
 
-const claimPrelude = `gpulayer_log=$1 gpulayer_port=$2 lineage=$3 job=$4 run=$5 rank=$6
-shift 6
-dir="$HOME/.gpulayer/claims"
-fail() {
-	printf 'gpulayer-launch:error %s %s\n' "$1" "$2"
-	exit 1
-}
-exec 9>>"$dir/.lock" || fail claim "cannot open $dir/.lock"
-flock -w 10 9 || fail claim "another launch held $dir/.lock for 10 s"
-# startof PID sets started to the start time of PID (field 22 of its
-# stat), or fails when it is gone or a zombie.
-startof() {
-	started=
-	IFS= read -r st </proc/$1/stat 2>/dev/null || return 1
-	st=${st##*\) }
-	case $st in Z* | X*) return 1 ;; esac
+const claimPrelude = `gpulayer_claims="$HOME/.gpulayer/claims"
+exec 9>>"$gpulayer_claims/.lock" || gpulayer_fail claim "cannot open $gpulayer_claims/.lock"
+flock -w 10 9 || gpulayer_fail claim "another launch held $gpulayer_claims/.lock for 10 s"
+# gpulayer_startof PID sets gpulayer_started to the start time of PID
+# (field 22 of its stat), or fails when it is gone or a zombie.
+gpulayer_startof() {
+	gpulayer_started=
+	IFS= read -r gpulayer_st </proc/$1/stat 2>/dev/null || return 1
+	gpulayer_st=${gpulayer_st##*\) }
+	case $gpulayer_st in Z* | X*) return 1 ;; esac
 	# shellcheck disable=SC2086
-	set -- $st
+	set -- $gpulayer_st
 	shift 19
-	started=$1
+	gpulayer_started=$1
 }
-# check NAME INDEX fails, saying who holds it, when the GPU's claim is
-# live and not this node's own (a launch tried again).
-check() {
-	f="$dir/$1"
-	[ -e "$f" ] || return 0
-	[ -f "$f" ] || fail claimed "$f is not a regular file"
-	name=$1 index=$2 line=
-	IFS= read -r line <"$f" || :
+# gpulayer_check NAME INDEX fails, saying who holds it, when the GPU's
+# claim is live and not this node's own (a launch tried again).
+gpulayer_check() {
+	gpulayer_f="$gpulayer_claims/$1"
+	[ -e "$gpulayer_f" ] || return 0
+	[ -f "$gpulayer_f" ] || gpulayer_fail claimed "$gpulayer_f is not a regular file"
+	gpulayer_name=$1 gpulayer_index=$2 gpulayer_line=
+	IFS= read -r gpulayer_line <"$gpulayer_f" || :
 	# shellcheck disable=SC2086
-	set -- $line
+	set -- $gpulayer_line
 	[ "$1" = v1 ] && [ $# -eq 7 ] || return 0
-	[ "$2" = "$lineage" ] && [ "$4" = "$run" ] && [ "$5" = "$rank" ] && return 0
+	[ "$2" = "$gpulayer_lineage" ] && [ "$4" = "$gpulayer_run" ] && [ "$5" = "$gpulayer_rank" ] && return 0
 	case $6 in '' | *[!0-9]*) return 0 ;; esac
-	startof "$6" && [ "$started" = "$7" ] || return 0
-	fail claimed "GPU $index ($name) is claimed by job $3 (run $4, node $5) of state $2, whose process $6 still runs"
+	gpulayer_startof "$6" && [ "$gpulayer_started" = "$7" ] || return 0
+	gpulayer_fail claimed "GPU $gpulayer_index ($gpulayer_name) is claimed by job $3 (run $4, node $5) of state $2, whose process $6 still runs"
 }
-# claim HOLDER START NAME INDEX... writes every claim naming HOLDER.
-claim() {
-	holder=$1 holder_start=$2
+# gpulayer_claim HOLDER START NAME INDEX... writes every claim naming
+# HOLDER, each to a file of its own renamed into place.
+gpulayer_claim() {
+	gpulayer_holder=$1 gpulayer_holder_start=$2
 	shift 2
 	while [ $# -ge 2 ]; do
-		{ printf 'v1 %s %s %s %s %s %s\n' "$lineage" "$job" "$run" "$rank" "$holder" "$holder_start" >"$dir/.$1.$$" &&
-			mv -f "$dir/.$1.$$" "$dir/$1"; } || fail claim "cannot write $dir/$1"
+		{ printf 'v1 %s %s %s %s %s %s\n' "$gpulayer_lineage" "$gpulayer_job" "$gpulayer_run" "$gpulayer_rank" "$gpulayer_holder" "$gpulayer_holder_start" >"$gpulayer_claims/.$1.$$" &&
+			mv -f "$gpulayer_claims/.$1.$$" "$gpulayer_claims/$1"; } || gpulayer_fail claim "cannot write $gpulayer_claims/$1"
 		shift 2
 	done
 }
-all="$*"
+# shellcheck disable=SC2086 # NAME INDEX pairs (ClaimName: no blank, no glob)
+set -- $gpulayer_gpus
 while [ $# -ge 2 ]; do
-	check "$1" "$2"
+	gpulayer_check "$1" "$2"
 	shift 2
 done
-startof $$ || fail claim 'cannot read its own start time'
-# shellcheck disable=SC2086
-claim $$ "$started" $all
 `
 
 const claimEpilogue = `gpulayer_pid=$!
 # The leader may have ended already; then its claims are stale at once.
-startof "$gpulayer_pid" || started=0
+gpulayer_startof "$gpulayer_pid" || gpulayer_started=0
 # shellcheck disable=SC2086
-claim "$gpulayer_pid" "$started" $all
-printf 'gpulayer-started %s\n' "$gpulayer_pid"
+gpulayer_claim "$gpulayer_pid" "$gpulayer_started" $gpulayer_gpus
+exec 9>&-
 `

@@ -67,7 +67,7 @@ func Script(n Node) string {
 	}
 	w("export GPULAYER_EXIT_FILE=\"$gpulayer_exit\"\n")
 	w("export GPULAYER_HEARTBEAT_FILE=\"$HOME/$gpulayer_dir/node-%d.heartbeat\"\n", n.Rank)
-	// Where the machine has python3, the leader becomes a child
+	// Where the machine has perl or python3, the leader becomes a child
 	// subreaper (prctl PR_SET_CHILD_SUBREAPER, kept across the exec into
 	// sh): whatever the command starts and orphans is re-parented to the
 	// leader, not to init, so stop finds it in the leader's tree even
@@ -79,14 +79,15 @@ func Script(n Node) string {
 	sw := func(format string, args ...any) { fmt.Fprintf(&start, format, args...) }
 	// perl first: it starts in a few milliseconds where python3 takes
 	// tens (on 64 nodes of a busy machine, seconds of CPU); perl-base is
-	// part of every Debian and Ubuntu install.
+	// part of every Debian and Ubuntu install. It starts the session
+	// itself (setsid(2)), so no setsid(1) is executed on its way.
 	sw("if command -v perl >/dev/null 2>&1; then\n")
 	if _, own := n.Spec.Env["PERL_BADLANG"]; own {
-		sw("\tsetsid perl -e %s sh -c %s </dev/null >\"$gpulayer_log\" 2>&1 9>&- &\n", ssh.Quote(subreaperPl+execRestPl), leader)
+		sw("\tperl -e %s sh -c %s </dev/null >\"$gpulayer_log\" 2>&1 9>&- &\n", ssh.Quote(subreaperPl+execRestPl), leader)
 	} else {
 		// PERL_BADLANG=0 keeps perl's warning about a locale the machine
 		// lacks out of the log, and out of the job's environment.
-		sw("\tPERL_BADLANG=0 setsid perl -e %s sh -c %s </dev/null >\"$gpulayer_log\" 2>&1 9>&- &\n", ssh.Quote(subreaperPl+popBadlang+execRestPl), leader)
+		sw("\tPERL_BADLANG=0 perl -e %s sh -c %s </dev/null >\"$gpulayer_log\" 2>&1 9>&- &\n", ssh.Quote(subreaperPl+popBadlang+execRestPl), leader)
 	}
 	sw("elif command -v python3 >/dev/null 2>&1; then\n")
 	if _, own := n.Spec.Env["PYTHONCOERCECLOCALE"]; own {
@@ -107,21 +108,17 @@ func Script(n Node) string {
 		// for them fails instead of sharing them.
 		w("command -v flock >/dev/null 2>&1 || gpulayer_fail flock 'flock(1) is not installed (Debian and Ubuntu: util-linux)'\n")
 		w("[ -d \"$HOME\"/%s ] || mkdir -p \"$HOME\"/%s || gpulayer_fail claim %s\n", ssh.Quote(ClaimsDir), ssh.Quote(ClaimsDir), ssh.Quote("cannot create ~/"+ClaimsDir))
+		w("gpulayer_lineage=%s gpulayer_job=%s gpulayer_run=%s gpulayer_rank=%d\n", ssh.Quote(orDash(n.Lineage)), ssh.Quote(n.Job), ssh.Quote(n.RunID), n.Rank)
 		var gpus []string
 		for i, g := range n.GPUs {
 			uuid := ""
 			if len(n.GPUUUIDs) == len(n.GPUs) {
 				uuid = n.GPUUUIDs[i]
 			}
-			gpus = append(gpus, ssh.Quote(ClaimName(g, uuid)), strconv.Itoa(g))
+			gpus = append(gpus, ClaimName(g, uuid), strconv.Itoa(g))
 		}
-		w("gpulayer_claimed=$(sh -c %s gpulayer-claim \"$gpulayer_log\" \"$gpulayer_port\" %s %s %s %d %s)\n",
-			ssh.Quote(claimScript(start.String())), ssh.Quote(orDash(n.Lineage)), ssh.Quote(n.Job), ssh.Quote(n.RunID), n.Rank, strings.Join(gpus, " "))
-		w("case $gpulayer_claimed in\n")
-		w("gpulayer-started\\ *) gpulayer_pid=${gpulayer_claimed#gpulayer-started } ;;\n")
-		w("*gpulayer-launch:error*) printf '%%s\\n' \"$gpulayer_claimed\"; exit 1 ;;\n")
-		w("*) gpulayer_fail claim 'the GPU claims could not be taken' ;;\n")
-		w("esac\n")
+		w("gpulayer_gpus=%s\n", ssh.Quote(strings.Join(gpus, " ")))
+		w("%s", claimScript(start.String()))
 	}
 	// A command that ends at once can be gone, and reaped, before its
 	// start is read: how it ended is then the start check's report.
@@ -141,32 +138,58 @@ func Script(n Node) string {
 	w("gpulayer_pidns=$(readlink /proc/self/ns/pid 2>/dev/null) || gpulayer_pidns=\n")
 	w("case $gpulayer_pidns in pid:\\[[0-9]*\\]) ;; *) gpulayer_pidns=- ;; esac\n")
 	w("printf 'gpulayer-launch:ok %%s %%s %%s %%s %%s\\n' \"$gpulayer_pid\" \"$gpulayer_start\" \"${gpulayer_boot:--}\" \"$gpulayer_port\" \"$gpulayer_pidns\"\n")
-	w("%s", startCheckScript(n.StartCheck))
+	w("%s", startCheckScript(n.StartCheck, true))
 	return b.String()
 }
 
 // startCheckScript is the end of a launch script: it watches the node's
-// leader ($gpulayer_pid, $gpulayer_start) from its start for wait, at
-// intervals growing from 10 ms to 200 ms, and prints a check's report
-// (see CheckScript) as soon as the leader has ended, or once wait has
-// passed with it running. Each interval is a sleep(1), a fork: tripling
-// them (10, 30, 90, 200 ms) looks four times in the default 300 ms. The launch's session thus carries its own
-// confirmation: no second session per node, and no fixed wait before
-// the first look.
-func startCheckScript(wait time.Duration) string {
-	return sleepMsFunc + boundedFunc + fmt.Sprintf(`gpulayer_wait_ms=%d
+// leader ($gpulayer_pid, $gpulayer_start) from its start for wait, first
+// 100 ms after it, then at intervals tripling up to half a second (the
+// last cut to what is left of wait), and prints a check's report (see
+// CheckScript) as soon as it has seen the leader end, or once wait has
+// passed with it running. Each interval is a sleep(1), a fork and an
+// exec: on a machine starting many nodes they are what the check costs,
+// so the default 300 ms takes two (100 + 200 ms), where a first look at
+// 10 ms took four and caught nothing more (a command that fails at once
+// takes a tenth of a second or more to start and fail; a missing one is
+// refused before the start). The launch's session thus carries its own
+// confirmation: no second session per node, and no fixed wait before the
+// first look.
+//
+// With session, a leader found running is waited for (up to a second)
+// until it leads its own session: perl calls setsid(2) a few
+// milliseconds into its start, and a launch that reports at once (a
+// start check of 0) must not end before its group exists, or a stop
+// right after it would signal no group.
+func startCheckScript(wait time.Duration, session bool) string {
+	s := sleepMsFunc + boundedFunc + fmt.Sprintf(`gpulayer_wait_ms=%d
 gpulayer_waited=0
-gpulayer_step=10
+gpulayer_step=100
 while :; do
 %s	if [ -z "$gpulayer_alive" ] || [ "$gpulayer_waited" -ge "$gpulayer_wait_ms" ]; then
 		break
 	fi
+	[ "$gpulayer_step" -le $((gpulayer_wait_ms - gpulayer_waited)) ] || gpulayer_step=$((gpulayer_wait_ms - gpulayer_waited))
 	gpulayer_sleep_ms "$gpulayer_step"
 	gpulayer_waited=$((gpulayer_waited + gpulayer_step))
 	gpulayer_step=$((gpulayer_step * 3))
-	[ "$gpulayer_step" -le 200 ] || gpulayer_step=200
+	[ "$gpulayer_step" -le 500 ] || gpulayer_step=500
 done
-`, wait.Milliseconds(), indent(aliveVarsScript)) + reportScript
+`, wait.Milliseconds(), indent(aliveVarsScript))
+	if session {
+		s += `gpulayer_tries=0
+while [ -n "$gpulayer_alive" ] && [ "$gpulayer_tries" -lt 100 ]; do
+	IFS= read -r gpulayer_stat </proc/$gpulayer_pid/stat 2>/dev/null || break
+	gpulayer_stat=${gpulayer_stat##*\) }
+	# shellcheck disable=SC2086
+	set -- $gpulayer_stat
+	[ "$4" != "$gpulayer_pid" ] || break
+	gpulayer_sleep_ms 10
+	gpulayer_tries=$((gpulayer_tries + 1))
+done
+`
+	}
+	return s + reportScript
 }
 
 // leaderScript is the node's leader: a small sh that runs the command in
@@ -205,11 +228,22 @@ exit "$s"`
 // rest of its arguments; popCoerce drops the variable that turned
 // Python's locale coercion off, so the job's environment is as it was.
 const (
-	// subreaperPl is the same in perl, which has no prctl of its own:
-	// the system call by its number, known for the architectures listed
-	// (on any other the leader is no subreaper, as without python3).
-	subreaperPl = `use Config; my %n = (x86_64 => 157, aarch64 => 167, riscv64 => 167);
-my ($m) = $Config{archname} =~ /^([^-]+)/; syscall($n{$m}, 36, 1, 0, 0, 0) if $n{$m};
+	// subreaperPl is the same in perl, which has no prctl of its own,
+	// and starts the session: both system calls by their numbers, known
+	// for the architectures listed (on any other the leader is no
+	// subreaper, as without python3, and setsid(1) starts the session).
+	// The architecture is the machine field of perl's own ELF header
+	// (64-bit, little-endian): reading it costs nothing, where loading
+	// the Config module to ask for the archname was half of perl's start.
+	subreaperPl = `my %n = (62 => [157, 112], 183 => [167, 157], 243 => [167, 157]);
+my $k;
+if (open(my $e, "<", "/proc/self/exe")) {
+	binmode $e;
+	my $h = "";
+	$k = $n{unpack("v", substr($h, 18, 2))} if sysread($e, $h, 20) == 20 && substr($h, 4, 2) eq "\x02\x01";
+}
+unshift @ARGV, "setsid" unless $k && syscall($k->[1]) > 0;
+syscall($k->[0], 36, 1, 0, 0, 0) if $k;
 `
 	popBadlang = `delete $ENV{PERL_BADLANG};
 `
@@ -258,17 +292,32 @@ func portWord(port string) string {
 
 // pickPortScript sets gpulayer_port to the first of PortCandidates ports
 // from first that no socket listens on, reading /proc/net/tcp and tcp6
-// with builtins (local address column, state 0A = LISTEN; the port in hex,
-// read by shell arithmetic, which every sh takes as 0x..., unlike
-// printf's %X).
+// (local address column, state 0A = LISTEN; the port in hex, read by
+// shell arithmetic, which every sh takes as 0x..., unlike printf's %X).
+// grep picks the listening lines out first where the machine has it:
+// the shell's read takes a byte per system call, and a busy machine's
+// tables hold thousands of connections (TIME_WAIT included): read
+// through whole, 4,600 lines took 0.4 s here, on the path of every
+// node's launch (the others wait for node 0's port).
 func pickPortScript(first int) string {
 	return fmt.Sprintf(`gpulayer_listening=
-for gpulayer_f in /proc/net/tcp /proc/net/tcp6; do
-	[ -r "$gpulayer_f" ] || continue
+gpulayer_listeners() {
 	while read -r gpulayer_sl gpulayer_local gpulayer_remote gpulayer_st gpulayer_rest; do
 		[ "$gpulayer_st" = 0A ] || continue
 		gpulayer_listening="$gpulayer_listening $((0x${gpulayer_local##*:}))"
-	done <"$gpulayer_f"
+	done
+}
+gpulayer_grep=
+command -v grep >/dev/null 2>&1 && gpulayer_grep=1
+for gpulayer_f in /proc/net/tcp /proc/net/tcp6; do
+	[ -r "$gpulayer_f" ] || continue
+	if [ -n "$gpulayer_grep" ]; then
+		gpulayer_listeners <<gpulayer_EOF
+$(grep ' 0A ' "$gpulayer_f" 2>/dev/null)
+gpulayer_EOF
+	else
+		gpulayer_listeners <"$gpulayer_f"
+	fi
 done
 gpulayer_port=
 gpulayer_try=%d

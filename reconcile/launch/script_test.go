@@ -209,6 +209,31 @@ func childOf(pid int) int {
 	return c
 }
 
+// TestALaunchThatReportsAtOnceHasItsGroup: with a start check of 0 the
+// launch reports as soon as the leader runs, and the leader then already
+// leads its session and group (perl starts them a few milliseconds into
+// its start), so a stop right after the launch reaches the group.
+func TestALaunchThatReportsAtOnceHasItsGroup(t *testing.T) {
+	eachShell(t, func(t *testing.T, sh shell) {
+		home := t.TempDir()
+		n := node("sleep", "30")
+		n.Spec.Workdir = home
+		// A perl slow to start (the job's environment reaches it: modules
+		// loaded before its script runs) widens the moment before setsid.
+		n.Spec.Env["PERL5OPT"] = "-MPOSIX -MData::Dumper -MStorable"
+		started, err := ParseStarted(runScriptIn(t, sh, home, Script(n)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer syscall.Kill(-started.PID, syscall.SIGKILL)
+		pgid, _ := syscall.Getpgid(started.PID)
+		sid, _, _ := syscall.RawSyscall(syscall.SYS_GETSID, uintptr(started.PID), 0, 0)
+		if pgid != started.PID || int(sid) != started.PID {
+			t.Errorf("as the launch ended, pid %d: pgid %d, sid %d; want both the pid", started.PID, pgid, sid)
+		}
+	})
+}
+
 func TestLaunchRefusesWhatCannotStart(t *testing.T) {
 	eachShell(t, func(t *testing.T, sh shell) {
 		home := t.TempDir()
@@ -284,6 +309,41 @@ func TestLaunchPicksAFreePortOnNodeZero(t *testing.T) {
 		defer syscall.Kill(-started.PID, syscall.SIGKILL)
 		if started.MasterPort != n.MasterPort+1 {
 			t.Errorf("picked port %d, want %d (the first is taken)", started.MasterPort, n.MasterPort+1)
+		}
+	})
+}
+
+// TestPickPortWithAndWithoutGrep runs node 0's port pick where the
+// machine has grep (which picks the listening lines out of the socket
+// tables) and where it has none (the shell reads the tables whole): both
+// pass over a port something listens on.
+func TestPickPortWithAndWithoutGrep(t *testing.T) {
+	first := DefaultPort("pickport")
+	l, err := listenTCP(first)
+	if err != nil {
+		t.Skipf("port %d: %v", first, err)
+	}
+	defer l.Close()
+	script := "gpulayer_fail() { echo \"fail $1\"; exit 1; }\n" + pickPortScript(first) + "echo \"port $gpulayer_port\"\n"
+	eachShell(t, func(t *testing.T, sh shell) {
+		for _, grep := range []bool{true, false} {
+			if sh.bin == "" {
+				t.Skip("no directory of its own for this shell")
+			}
+			path := sh.bin // the shell alone: no grep
+			if grep {
+				path += string(os.PathListSeparator) + os.Getenv("PATH")
+			}
+			cmd := exec.Command(filepath.Join(sh.bin, "sh"), "-s")
+			cmd.Stdin = strings.NewReader(script)
+			cmd.Env = []string{"PATH=" + path}
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("grep %v: %v\n%s", grep, err, out)
+			}
+			if want := "port " + strconv.Itoa(first+1) + "\n"; string(out) != want {
+				t.Errorf("grep %v: printed %q, want %q (port %d is taken)", grep, out, want, first)
+			}
 		}
 	})
 }
@@ -523,6 +583,61 @@ func TestStopSignalsTheGroupOfALeaderKilledByHand(t *testing.T) {
 		out := runScriptIn(t, sh, home, StopScript(Stop{PID: started.PID, StartTime: started.StartTime, RunID: n.RunID, Ranks: []int{n.Rank}, Grace: 300 * time.Millisecond}))
 		if _, err := ParseStopped(out); err != nil {
 			t.Fatalf("%v\n%s", err, out)
+		}
+		waitFor(t, "the group's hidden worker to end", func() bool {
+			for _, p := range hidden {
+				if alive(p) {
+					return false
+				}
+			}
+			return true
+		})
+	})
+}
+
+// TestTheSweepListsTheGroupsOfStopsWithoutIt: a stop without the sweep
+// (a machine sharing its kernel with others) sends its node's group
+// SIGTERM but does not list the group's members; the sweeping stop, given
+// the group, lists them and ends a member that ignores SIGTERM and left
+// the leader's tree (its leader was killed by hand) with no gpulayer
+// variable. A group whose recorded leader is another process now is not
+// the node's, and is left alone.
+func TestTheSweepListsTheGroupsOfStopsWithoutIt(t *testing.T) {
+	eachShell(t, func(t *testing.T, sh shell) {
+		home := t.TempDir()
+		n := node("sh", "-c", hiddenWorker+" & exec sleep 300")
+		n.Spec.Workdir = home
+		started, err := ParseStarted(runScriptIn(t, sh, home, Script(n)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer syscall.Kill(-started.PID, syscall.SIGKILL)
+		waitReady(t, home)
+		hidden := unmarked(home)
+		syscall.Kill(started.PID, syscall.SIGKILL)
+		waitFor(t, "the leader to be reaped", func() bool {
+			_, err := os.Stat("/proc/" + strconv.Itoa(started.PID))
+			return err != nil
+		})
+		stop := Stop{PID: started.PID, StartTime: started.StartTime, RunID: n.RunID, Ranks: []int{n.Rank}, Grace: 300 * time.Millisecond, NoSweep: true}
+		if _, err := ParseStopped(runScriptIn(t, sh, home, StopScript(stop))); err != nil {
+			t.Fatal(err)
+		}
+		// The worker ignores SIGTERM (its sleep does not): only a stop
+		// that lists the group's members ends it.
+		time.Sleep(100 * time.Millisecond)
+		if len(unmarked(home)) == 0 {
+			t.Fatal("the stop without the sweep listed its group's members and ended the worker")
+		}
+		// Another process is the recorded leader's pid now (this test's
+		// own, with another start time): its group is not the node's.
+		other := Stop{RunID: n.RunID, Ranks: []int{}, Grace: 300 * time.Millisecond,
+			Groups: []Group{{PID: started.PID, StartTime: started.StartTime}}}
+		other.Groups = append(other.Groups, Group{PID: os.Getpid(), StartTime: 1})
+		out := runScriptIn(t, sh, home, StopScript(other))
+		s, err := ParseStopped(out)
+		if err != nil || s.Left != 0 || s.Signalled == 0 || s.Killed == 0 {
+			t.Fatalf("the sweep: %+v %v (want the worker signalled, then killed)\n%s", s, err, out)
 		}
 		waitFor(t, "the group's hidden worker to end", func() bool {
 			for _, p := range hidden {

@@ -25,13 +25,29 @@ type Stop struct {
 	Ranks []int
 	// Grace is how long processes get between SIGTERM and SIGKILL.
 	Grace time.Duration
-	// NoSweep leaves the environment sweep out: a later stop of the same
-	// run, on a machine that shares this one's kernel (same boot id, pid
-	// namespace and login), sweeps for this machine's nodes too (its
-	// Ranks hold them, and its PID is 0: the sweep alone), so the
-	// processes are read once per kernel, not once per node. The group
-	// and the tree are still stopped here.
+	// NoSweep leaves the environment sweep out, and the listing of the
+	// group's members: a later stop of the same run, on a machine that
+	// shares this one's kernel (same boot id, pid namespace and login),
+	// sweeps for this machine's nodes too (its Ranks hold them, its
+	// Groups their groups, and its PID is 0: the sweep alone), so the
+	// processes are read once per kernel, not once per node. The leader
+	// and its tree are still stopped here, and the group is sent SIGTERM
+	// as a whole.
 	NoSweep bool
+	// Groups are the process groups of the nodes whose stops left them
+	// to this one (NoSweep): each group's leader as the launch recorded
+	// it. A group is still the node's while its leader is that process
+	// (same start time), or, once the leader is gone, while the group
+	// has members (its id cannot be taken by a new group meanwhile); its
+	// live members are stopped here with those the sweep finds.
+	Groups []Group
+}
+
+// Group is a node's process group, by its leader as the launch recorded
+// it.
+type Group struct {
+	PID       int
+	StartTime uint64
 }
 
 // NodeID is the value of GPULAYER_NODE_ID, which every process of a node
@@ -43,9 +59,10 @@ func NodeID(runID string, rank int) string { return runID + "/" + strconv.Itoa(r
 // StopScript is the sh script that stops a node. The run's processes on
 // the machine are:
 //
-//   - the leader's process group, found with pgrep (or a scan of /proc);
+//   - the leader's process group, found by grep in /proc/PID/stat (or
+//     pgrep, or a scan of /proc);
 //   - the leader's descendants, level by level: the leader is a child
-//     subreaper where the machine has python3 (see Script), so every
+//     subreaper where the machine has perl or python3 (see Script), so every
 //     process the command started and orphaned is re-parented to it and
 //     stays in its tree whatever it does to its session, group or
 //     environment;
@@ -94,6 +111,13 @@ func StopScript(s Stop) string {
 		w(" -e %s", ssh.Quote("GPULAYER_NODE_ID="+NodeID(s.RunID, r)))
 	}
 	w(" /proc/[0-9]*/environ 2>/dev/null; }\n")
+	var groups []string
+	for _, g := range s.Groups {
+		if g.PID > 0 {
+			groups = append(groups, strconv.Itoa(g.PID), strconv.FormatUint(g.StartTime, 10))
+		}
+	}
+	w("gpulayer_group_pairs='%s'\n", strings.Join(groups, " "))
 	b.WriteString(killpgFunc)
 	b.WriteString(sleepMsFunc)
 	b.WriteString(stopBody)
@@ -123,8 +147,35 @@ if [ "$gpulayer_pid" -gt 0 ]; then
 		gpulayer_group=$gpulayer_pid
 	fi
 fi
+# gpulayer_ours PID START says whether group PID is still the node's
+# whose leader was process PID started at START: the leader is that
+# process (a zombie included), or it is gone and the group has members.
+gpulayer_ours() {
+	gpulayer_want=$2
+	if IFS= read -r gpulayer_stat </proc/$1/stat 2>/dev/null; then
+		gpulayer_stat=${gpulayer_stat##*\) }
+		# shellcheck disable=SC2086
+		set -- $gpulayer_stat
+		shift 19
+		[ "$1" = "$gpulayer_want" ]
+		return
+	fi
+	gpulayer_killpg 0 "$1"
+}
+# The groups of other machines' nodes this stop sweeps for.
+gpulayer_other_groups=
+# shellcheck disable=SC2086
+set -- $gpulayer_group_pairs
+while [ $# -ge 2 ]; do
+	! gpulayer_ours "$1" "$2" || gpulayer_other_groups="$gpulayer_other_groups $1"
+	shift 2
+done
 gpulayer_pgrep=
 command -v pgrep >/dev/null 2>&1 && gpulayer_pgrep=1
+gpulayer_grep=
+command -v grep >/dev/null 2>&1 && gpulayer_grep=1
+gpulayer_children_files=
+[ ! -r "/proc/$$/task/$$/children" ] || gpulayer_children_files=1
 # The functions below set variables rather than print, so that no
 # subshell is forked for them: on a machine stopping many runs at once,
 # forks are what a stop costs.
@@ -154,14 +205,16 @@ gpulayer_alive() {
 # each process's /proc/PID/task/TID/children, read with builtins (no fork:
 # on a machine stopping many nodes at once, a pgrep per level, each
 # reading every process's stat, is most of a stop's cost); where the
-# kernel has no children files, one pgrep -P per level.
+# kernel has no children files, one pgrep -P per level. Whether it has
+# them is asked of this shell's own file, not the leader's: a leader that
+# has ended has none either, and no descendants to find (its orphans went
+# to the subreaper above it), so a pgrep then would find nothing at the
+# cost of a fork and a read of every process.
 gpulayer_tree() {
 	[ -n "$gpulayer_leader" ] || return 0
 	gpulayer_parents=$gpulayer_leader
 	gpulayer_depth=0
-	gpulayer_kids=
-	IFS= read -r gpulayer_kids </proc/$gpulayer_leader/task/$gpulayer_leader/children 2>/dev/null || :
-	if [ ! -r "/proc/$gpulayer_leader/task/$gpulayer_leader/children" ]; then
+	if [ -z "$gpulayer_children_files" ]; then
 		gpulayer_ptree
 		return
 	fi
@@ -221,6 +274,29 @@ gpulayer_scan() {
 		gpulayer_pass=$((gpulayer_pass + 1))
 	done
 }
+# gpulayer_group_members PGID... adds to gpulayer_found the members of
+# those process groups: the processes whose stat names one in its fifth
+# field (the ")" matched is the line's last: the fields after the name
+# are numbers, so a name cannot pass for them). grep reads each stat file
+# once; pgrep -g, the fallback, opens half a dozen files of every process
+# of the machine, which on a machine of hundreds of processes stopping
+# dozens of nodes at once was most of a stop's cost.
+gpulayer_group_members() {
+	gpulayer_re=
+	gpulayer_csv=
+	for gpulayer_g in "$@"; do
+		gpulayer_re="$gpulayer_re${gpulayer_re:+|}$gpulayer_g"
+		gpulayer_csv="$gpulayer_csv${gpulayer_csv:+,}$gpulayer_g"
+	done
+	if [ -z "$gpulayer_grep" ]; then
+		gpulayer_found="$gpulayer_found $(pgrep -g "$gpulayer_csv" 2>/dev/null)"
+		return
+	fi
+	for gpulayer_f in $(grep -lE '^[0-9]+ \(.*\) [A-Za-z] [0-9]+ ('"$gpulayer_re"') [^)]*$' /proc/[0-9]*/stat 2>/dev/null); do
+		gpulayer_f=${gpulayer_f#/proc/}
+		gpulayer_found="$gpulayer_found ${gpulayer_f%/stat}"
+	done
+}
 # gpulayer_members sets gpulayer_left to the live pids of the node: its
 # leader's process group and tree, and the processes whose environment
 # carries the node's marker (only the user's own are readable).
@@ -229,8 +305,22 @@ gpulayer_members() {
 	if [ -n "$gpulayer_group" ] && ! gpulayer_killpg 0 "$gpulayer_group"; then
 		gpulayer_group= # the group is gone; nothing can join it again
 	fi
-	if [ -n "$gpulayer_pgrep" ]; then
-		[ -z "$gpulayer_group" ] || gpulayer_found=$(pgrep -g "$gpulayer_group" 2>/dev/null)
+	# The groups whose members are listed: the node's own where this stop
+	# sweeps (else the sweeping stop lists it), and those it sweeps for.
+	gpulayer_listed=
+	[ -z "$gpulayer_sweeps" ] || gpulayer_listed=$gpulayer_group
+	gpulayer_others=
+	for gpulayer_g in $gpulayer_other_groups; do
+		gpulayer_killpg 0 "$gpulayer_g" || continue
+		gpulayer_others="$gpulayer_others $gpulayer_g"
+		gpulayer_listed="$gpulayer_listed $gpulayer_g"
+	done
+	gpulayer_other_groups=$gpulayer_others
+	if [ -n "$gpulayer_listed" ] && { [ -n "$gpulayer_grep" ] || [ -n "$gpulayer_pgrep" ]; }; then
+		# shellcheck disable=SC2086
+		gpulayer_group_members $gpulayer_listed
+	fi
+	if [ -n "$gpulayer_children_files" ] || [ -n "$gpulayer_pgrep" ]; then
 		gpulayer_tree
 	elif [ -n "$gpulayer_group" ] || [ -n "$gpulayer_leader" ]; then
 		gpulayer_scan
