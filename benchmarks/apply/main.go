@@ -268,6 +268,9 @@ func serve(args []string) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	// As `gpulayer sandbox` and the probe benchmark's sandbox do: the
+	// machines' collector at GOGC 400 (providers/sandbox/gc.go).
+	sandbox.TuneGC()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	sb, err := sandbox.Start(sandbox.Options{Hosts: *hosts, Dir: *dir, Shell: *shell, Torch: "2.5.1+cu124"})
