@@ -1,6 +1,9 @@
 package topology
 
-import "math/bits"
+import (
+	"math/bits"
+	"sync"
+)
 
 // exactOrderMax is the most GPUs OrderLocalRanks orders exactly: the
 // search is over every path through them (2^k·k² steps, about 16,000 for
@@ -42,13 +45,13 @@ func OrderLocalRanks(m *Matrix, gpus []int) {
 	}
 	var order [MaxGPUs]int
 	if k <= exactOrderMax {
-		var table [exactOrderMax][exactOrderMax]int32
+		key := orderKey{k: k}
 		for a := range k {
 			for b := range k {
-				table[a][b] = int32(score(a, b))
+				key.score[a][b] = int32(score(a, b))
 			}
 		}
-		exactOrder(k, &table, order[:k])
+		exactOrders.order(&key, order[:k])
 	} else {
 		greedyOrder(k, score, order[:k])
 	}
@@ -80,6 +83,51 @@ func insertionSort(xs []int) {
 		for j := i; j > 0 && xs[j] < xs[j-1]; j-- {
 			xs[j], xs[j-1] = xs[j-1], xs[j]
 		}
+	}
+}
+
+// orderKey is what exactOrder's answer depends on: the number of positions
+// and the scores of the links between them.
+type orderKey struct {
+	k     int
+	score [exactOrderMax][exactOrderMax]int32
+}
+
+// orderMemo keeps exactOrder's answers by what they depend on. A fleet
+// has few machine models and a plan orders the same GPUs of the same
+// model again and again (every node of an 8-GPU job, and again for each
+// waiting estimate), each time a search of thousands of steps; a lookup
+// is a hash of the table. The answer is the same either way.
+type orderMemo struct {
+	mu     sync.Mutex
+	orders map[orderKey][exactOrderMax]int8
+}
+
+// orderMemoMax bounds the memo: past it, it starts again empty.
+const orderMemoMax = 1024
+
+var exactOrders orderMemo
+
+// order writes exactOrder(key.k, &key.score) into out.
+func (m *orderMemo) order(key *orderKey, out []int) {
+	m.mu.Lock()
+	known, ok := m.orders[*key]
+	m.mu.Unlock()
+	if !ok {
+		exactOrder(key.k, &key.score, out)
+		for i, p := range out {
+			known[i] = int8(p)
+		}
+		m.mu.Lock()
+		if m.orders == nil || len(m.orders) >= orderMemoMax {
+			m.orders = map[orderKey][exactOrderMax]int8{}
+		}
+		m.orders[*key] = known
+		m.mu.Unlock()
+		return
+	}
+	for i := range out {
+		out[i] = int(known[i])
 	}
 }
 
