@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 	"github.com/zclconf/go-cty/cty/function"
@@ -101,21 +102,25 @@ func (d *decoder) evalKnown(attr *hcl.Attribute, ty cty.Type) (v cty.Value, ok b
 	if attr == nil {
 		return cty.NilVal, false
 	}
-	diags, fine := d.scope.check(attr.Expr)
-	d.add(diags...)
-	if !fine {
-		return cty.NilVal, false
+	if lit, ok := literal(attr.Expr); ok {
+		v = lit
+	} else {
+		diags, fine := d.scope.check(attr.Expr)
+		d.add(diags...)
+		if !fine {
+			return cty.NilVal, false
+		}
+		v, diags = attr.Expr.Value(d.ctx)
+		d.add(diags...)
+		if diags.HasErrors() || v.IsNull() {
+			return cty.NilVal, false
+		}
+		if v.ContainsMarked() && d.secrets != nil {
+			d.secrets.addValue(v)
+			d.sensitive[attr.Expr.Range()] = true
+		}
+		v, _ = v.UnmarkDeep()
 	}
-	v, diags = attr.Expr.Value(d.ctx)
-	d.add(diags...)
-	if diags.HasErrors() || v.IsNull() {
-		return cty.NilVal, false
-	}
-	if v.ContainsMarked() && d.secrets != nil {
-		d.secrets.addValue(v)
-		d.sensitive[attr.Expr.Range()] = true
-	}
-	v, _ = v.UnmarkDeep()
 	cv, err := convert.Convert(v, ty)
 	if err != nil {
 		d.add(&hcl.Diagnostic{
@@ -139,6 +144,29 @@ func (d *decoder) evalKnown(attr *hcl.Attribute, ty cty.Type) (v cty.Value, ok b
 		return cty.NilVal, false
 	}
 	return cv, true
+}
+
+// literal is the value of expr when it is a literal written out: a number
+// or bool, or a quoted string without interpolation, which is what a large
+// configuration's host blocks hold (address, zone, network group). It is
+// the value Value would give (a quoted string's literal part is the string
+// already unescaped and normalized; a template of that one part gives it
+// again), without walking the expression for references it has none of,
+// evaluating the template into a buffer, or unmarking the result: most of
+// what decoding a host cost. ok is false for anything else, and for a null
+// or unknown literal, which take the general path and its diagnostics.
+func literal(expr hcl.Expression) (v cty.Value, ok bool) {
+	if t, isTemplate := expr.(*hclsyntax.TemplateExpr); isTemplate {
+		if !t.IsStringLiteral() {
+			return cty.NilVal, false
+		}
+		expr = t.Parts[0]
+	}
+	lit, isLiteral := expr.(*hclsyntax.LiteralValueExpr)
+	if !isLiteral || lit.Val.IsNull() || !lit.Val.IsKnown() || lit.Val.IsMarked() {
+		return cty.NilVal, false
+	}
+	return lit.Val, true
 }
 
 // isUnknown reports whether attr's value was not known when it was

@@ -234,7 +234,7 @@ func (l *loader) parseFile(path, summary string) (*hcl.File, hcl.Diagnostics) {
 		return nil, hcl.Diagnostics{nestingDiagnostic(src, off, path, path)}
 	}
 	if len(src) >= piecesFrom {
-		if f, ok := parseInPieces(src, path, pieceBytes); ok {
+		if f, ok := parseInPieces(src, path, pieceSize(len(src))); ok {
 			l.parser.AddFile(path, f)
 			l.pieced[path] = true
 			return f, nil

@@ -1,5 +1,10 @@
 package topology
 
+import (
+	"math/bits"
+	"sync"
+)
+
 // exactOrderMax is the most GPUs OrderLocalRanks orders exactly: the
 // search is over every path through them (2^k·k² steps, about 16,000 for
 // 8 GPUs); past it, a greedy walk.
@@ -40,7 +45,13 @@ func OrderLocalRanks(m *Matrix, gpus []int) {
 	}
 	var order [MaxGPUs]int
 	if k <= exactOrderMax {
-		exactOrder(k, score, order[:k])
+		key := orderKey{k: k}
+		for a := range k {
+			for b := range k {
+				key.score[a][b] = int32(score(a, b))
+			}
+		}
+		exactOrders.order(&key, order[:k])
 	} else {
 		greedyOrder(k, score, order[:k])
 	}
@@ -75,29 +86,75 @@ func insertionSort(xs []int) {
 	}
 }
 
-// exactOrder writes the best path over positions 0..k-1 into out. best[r][c]
-// is the highest total of a path that starts at c and visits exactly the
-// positions of r (c among them); the path is then read from the front,
-// taking at each step the lowest position that keeps the total, which makes
-// it the first of the best paths lexicographically.
-func exactOrder(k int, score func(a, b int) int, out []int) {
+// orderKey is what exactOrder's answer depends on: the number of positions
+// and the scores of the links between them.
+type orderKey struct {
+	k     int
+	score [exactOrderMax][exactOrderMax]int32
+}
+
+// orderMemo keeps exactOrder's answers by what they depend on. A fleet
+// has few machine models and a plan orders the same GPUs of the same
+// model again and again (every node of an 8-GPU job, and again for each
+// waiting estimate), each time a search of thousands of steps; a lookup
+// is a hash of the table. The answer is the same either way.
+type orderMemo struct {
+	mu     sync.Mutex
+	orders map[orderKey][exactOrderMax]int8
+}
+
+// orderMemoMax bounds the memo: past it, it starts again empty.
+const orderMemoMax = 1024
+
+var exactOrders orderMemo
+
+// order writes exactOrder(key.k, &key.score) into out.
+func (m *orderMemo) order(key *orderKey, out []int) {
+	m.mu.Lock()
+	known, ok := m.orders[*key]
+	m.mu.Unlock()
+	if !ok {
+		exactOrder(key.k, &key.score, out)
+		for i, p := range out {
+			known[i] = int8(p)
+		}
+		m.mu.Lock()
+		if m.orders == nil || len(m.orders) >= orderMemoMax {
+			m.orders = map[orderKey][exactOrderMax]int8{}
+		}
+		m.orders[*key] = known
+		m.mu.Unlock()
+		return
+	}
+	for i := range out {
+		out[i] = int(known[i])
+	}
+}
+
+// exactOrder writes the best path over positions 0..k-1 into out, score
+// being the links' scores between positions. best[r][c] is the highest
+// total of a path that starts at c and visits exactly the positions of r
+// (c among them); the path is then read from the front, taking at each
+// step the lowest position that keeps the total, which makes it the first
+// of the best paths lexicographically. The loops visit only the positions
+// in a set (a quarter of the steps of trying each of k), with the scores
+// in a table: placing a job of 8-GPU nodes orders each node's GPUs, and a
+// plan's waiting estimates place such jobs again and again.
+func exactOrder(k int, score *[exactOrderMax][exactOrderMax]int32, out []int) {
 	full := 1<<k - 1
 	var best [1 << exactOrderMax][exactOrderMax]int32
 	for r := 1; r <= full; r++ {
-		for c := 0; c < k; c++ {
-			if r&(1<<c) == 0 {
-				continue
-			}
+		for cs := r; cs != 0; cs &= cs - 1 {
+			c := bits.TrailingZeros(uint(cs))
 			rest := r &^ (1 << c)
-			if rest == 0 {
-				best[r][c] = 0
-				continue
-			}
 			v := int32(-1)
-			for n := 0; n < k; n++ {
-				if rest&(1<<n) != 0 {
-					v = max(v, int32(score(c, n))+best[rest][n])
-				}
+			if rest == 0 {
+				v = 0
+			}
+			row, after := &score[c], &best[rest]
+			for ns := rest; ns != 0; ns &= ns - 1 {
+				n := bits.TrailingZeros(uint(ns))
+				v = max(v, row[n]+after[n])
 			}
 			best[r][c] = v
 		}
@@ -114,7 +171,7 @@ func exactOrder(k int, score func(a, b int) int, out []int) {
 		rest := r &^ (1 << cur)
 		next := -1
 		for n := 0; n < k; n++ {
-			if rest&(1<<n) != 0 && int32(score(cur, n))+best[rest][n] == best[r][cur] {
+			if rest&(1<<n) != 0 && score[cur][n]+best[rest][n] == best[r][cur] {
 				next = n
 				break
 			}

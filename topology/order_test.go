@@ -103,6 +103,51 @@ func TestOrderLocalRanksMatchesExhaustiveReference(t *testing.T) {
 	}
 }
 
+// The memo of exact orders gives what the search gives: asked again (the
+// second time from the memo: it does not grow), and past its bound, where
+// it starts again.
+func TestOrderLocalRanksRemembersTheSameOrder(t *testing.T) {
+	rng := rand.New(rand.NewSource(7))
+	type order struct {
+		m    *Matrix
+		gpus []int
+	}
+	cases := func(n int) []order {
+		var out []order
+		for range n {
+			size := 3 + rng.Intn(6)
+			out = append(out, order{randomMatrix(rng, size), rng.Perm(size)[:3+rng.Intn(size-2)]})
+		}
+		return out
+	}
+	check := func(round string, cs []order) {
+		t.Helper()
+		for i, c := range cs {
+			want := orderReference(c.m, c.gpus)
+			got := slices.Clone(c.gpus)
+			OrderLocalRanks(c.m, got)
+			if !slices.Equal(got, want) {
+				t.Fatalf("%s, case %d: order %v, want %v", round, i, got, want)
+			}
+		}
+	}
+	exactOrders.orders = nil
+	some := cases(300)
+	check("first", some)
+	remembered := len(exactOrders.orders)
+	if remembered == 0 {
+		t.Fatal("nothing remembered")
+	}
+	check("again", some)
+	if n := len(exactOrders.orders); n != remembered {
+		t.Errorf("asked again, the memo went from %d to %d orders", remembered, n)
+	}
+	check("past the bound", cases(2*orderMemoMax))
+	if n := len(exactOrders.orders); n > orderMemoMax {
+		t.Errorf("the memo holds %d orders, more than %d", n, orderMemoMax)
+	}
+}
+
 func TestOrderLocalRanksBeyondEightGPUsIsAPermutation(t *testing.T) {
 	m := mustParse(t, "synthetic-16x-two-boards-nv12-sys-4numa-4nic.txt")
 	gpus := []int{15, 3, 9, 0, 1, 2, 8, 10, 11, 4}

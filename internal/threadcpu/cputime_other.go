@@ -5,3 +5,5 @@ package threadcpu
 import "time"
 
 func threadCPU() (time.Duration, bool) { return 0, false }
+
+func processCPU() (time.Duration, bool) { return 0, false }

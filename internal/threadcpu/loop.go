@@ -23,3 +23,27 @@ func Loop(b *testing.B, f func()) {
 		b.ReportMetric(float64(end-start)/float64(n), "cpu-ns/op")
 	}
 }
+
+// ProcessLoop is Loop for work that runs on more than one goroutine (a
+// file read while another is parsed, pieces parsed at once): besides
+// cpu-ns/op, the calling thread's share, it reports proc-cpu-ns/op, the
+// whole process's CPU time per call, which counts the other goroutines
+// and the garbage collector too, and which other processes on a shared
+// machine do not inflate either.
+func ProcessLoop(b *testing.B, f func()) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	start, ok := threadCPU()
+	pstart, pok := processCPU()
+	n := 0
+	for b.Loop() {
+		f()
+		n++
+	}
+	if end, ok2 := threadCPU(); ok && ok2 && n > 0 {
+		b.ReportMetric(float64(end-start)/float64(n), "cpu-ns/op")
+	}
+	if end, ok2 := processCPU(); pok && ok2 && n > 0 {
+		b.ReportMetric(float64(end-pstart)/float64(n), "proc-cpu-ns/op")
+	}
+}
