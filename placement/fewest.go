@@ -232,14 +232,20 @@ func (p *fewPlan) build(g group, need int) int32 {
 	}
 	suffix[len(ids)] = last
 	var gives []breadth
+	held := len(ones) // workers kids[j:] and ones hold: past it, no split
 	for j := len(ids) - 1; j >= 0; j-- {
 		gives = gives[:0]
 		for k := range p.nodes[ids[j]].cost {
 			gives = append(gives, p.give(ids[j], k))
 		}
+		held += len(gives) - 1
 		cur, next := make([]breadth, n+1), suffix[j+1]
 		for r := range cur {
 			best := infSpan
+			if r > held {
+				cur[r] = best
+				continue
+			}
 			for k := 0; k <= r && k < len(gives); k++ {
 				if gives[k][0] >= spanInf || next[r-k][0] >= spanInf {
 					continue
