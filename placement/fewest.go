@@ -204,15 +204,33 @@ func (p *fewPlan) build(g group, need int) int32 {
 		}
 	}
 	kids = slices.DeleteFunc(kids, func(k group) bool { return k.room == 0 })
-	slices.SortStableFunc(kids, func(a, b group) int {
-		if a.room != b.room {
-			return int(b.room - a.room)
-		}
-		return a.size() - b.size()
-	})
-	ids := make([]int32, len(kids))
+	// The order takeGreedy takes whole sub-groups in: the most room, then
+	// the fewest left over, then the one whose last worker taken ranks
+	// first by the policy's key, then the earlier.
+	type ranked struct {
+		g    group
+		last int32
+	}
+	order := make([]ranked, len(kids))
 	for i, k := range kids {
-		ids[i] = p.build(k, n)
+		order[i] = ranked{k, s.nth(k, int(k.room), false)}
+	}
+	slices.SortStableFunc(order, func(a, b ranked) int {
+		switch {
+		case a.g.room != b.g.room:
+			return int(b.g.room - a.g.room)
+		case a.g.size() != b.g.size():
+			return a.g.size() - b.g.size()
+		case s.beforeByKey(a.last, b.last):
+			return -1
+		case s.beforeByKey(b.last, a.last):
+			return 1
+		}
+		return 0
+	})
+	ids := make([]int32, len(order))
+	for i, k := range order {
+		ids[i] = p.build(k.g, n)
 	}
 	// A worker alone at depth d is a group of its own there and at every
 	// tighter depth.
