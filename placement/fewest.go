@@ -15,17 +15,24 @@ import "slices"
 // already the least, so that the rules that break its ties (largest
 // first, best fit, binpack's fullest first, rank order) still decide.
 
-// breadth is how many groups a choice spans at each depth below its group's:
-// span[d-1] at depth d (regions, zones, network groups, NVLink domains).
-// A worker with no value at a depth, or at a looser one below its group's,
-// is a group of its own there, as take treats it.
-type breadth [4]int32
+// breadth is how many groups a choice spans at each depth below its
+// group's: [d-1] at depth d (regions, zones, network groups, NVLink
+// domains). A worker with no value at a depth, or at a looser one below
+// its group's, is a group of its own there, as take treats it. Then, at
+// [4+d-1], how many groups at depth d it uses in part: between choices
+// that span as many groups, the one with fewer partly used groups, the
+// loosest first, keeps the greedy rule's shape (one partly used sub-group
+// at each level) wherever a choice of that shape is among the fewest.
+type breadth [8]int32
+
+// counts is b's groups alone, as spanOf counts them.
+func (b breadth) counts() breadth { return breadth{b[0], b[1], b[2], b[3]} }
 
 // spanInf marks a count a group cannot give (with slices, one that is not
 // a whole number of slices).
 const spanInf = int32(1) << 28
 
-var infSpan = breadth{spanInf, spanInf, spanInf, spanInf}
+var infSpan = breadth{spanInf, spanInf, spanInf, spanInf, spanInf, spanInf, spanInf, spanInf}
 
 func (a breadth) plus(b breadth) breadth {
 	if a[0] >= spanInf || b[0] >= spanInf {
@@ -60,7 +67,7 @@ func (s *scheduler) fewest(g group, need, start int) {
 	}
 	p := fewPlan{s: s}
 	root := p.build(g, need)
-	if !p.nodes[root].cost[need].less(got) {
+	if !p.nodes[root].cost[need].counts().less(got) {
 		return
 	}
 	s.chosen = s.chosen[:start]
@@ -197,15 +204,33 @@ func (p *fewPlan) build(g group, need int) int32 {
 		}
 	}
 	kids = slices.DeleteFunc(kids, func(k group) bool { return k.room == 0 })
-	slices.SortStableFunc(kids, func(a, b group) int {
-		if a.room != b.room {
-			return int(b.room - a.room)
-		}
-		return a.size() - b.size()
-	})
-	ids := make([]int32, len(kids))
+	// The order takeGreedy takes whole sub-groups in: the most room, then
+	// the fewest left over, then the one whose last worker taken ranks
+	// first by the policy's key, then the earlier.
+	type ranked struct {
+		g    group
+		last int32
+	}
+	order := make([]ranked, len(kids))
 	for i, k := range kids {
-		ids[i] = p.build(k, n)
+		order[i] = ranked{k, s.nth(k, int(k.room), false)}
+	}
+	slices.SortStableFunc(order, func(a, b ranked) int {
+		switch {
+		case a.g.room != b.g.room:
+			return int(b.g.room - a.g.room)
+		case a.g.size() != b.g.size():
+			return a.g.size() - b.g.size()
+		case s.beforeByKey(a.last, b.last):
+			return -1
+		case s.beforeByKey(b.last, a.last):
+			return 1
+		}
+		return 0
+	})
+	ids := make([]int32, len(order))
+	for i, k := range order {
+		ids[i] = p.build(k.g, n)
 	}
 	// A worker alone at depth d is a group of its own there and at every
 	// tighter depth.
@@ -218,19 +243,27 @@ func (p *fewPlan) build(g group, need int) int32 {
 	for r := range last {
 		last[r] = infSpan
 		if r <= len(ones) {
-			last[r] = breadth{int32(r) * alone[0], int32(r) * alone[1], int32(r) * alone[2], int32(r) * alone[3]}
+			for i := range alone {
+				last[r][i] = int32(r) * alone[i]
+			}
 		}
 	}
 	suffix[len(ids)] = last
 	var gives []breadth
+	held := len(ones) // workers kids[j:] and ones hold: past it, no split
 	for j := len(ids) - 1; j >= 0; j-- {
 		gives = gives[:0]
 		for k := range p.nodes[ids[j]].cost {
 			gives = append(gives, p.give(ids[j], k))
 		}
+		held += len(gives) - 1
 		cur, next := make([]breadth, n+1), suffix[j+1]
 		for r := range cur {
 			best := infSpan
+			if r > held {
+				cur[r] = best
+				continue
+			}
 			for k := 0; k <= r && k < len(gives); k++ {
 				if gives[k][0] >= spanInf || next[r-k][0] >= spanInf {
 					continue
@@ -248,9 +281,9 @@ func (p *fewPlan) build(g group, need int) int32 {
 	return id
 }
 
-// give is the span of k workers of node id seen from its parent: the node
-// itself, once, and the least span below it; with slices, only whole
-// slices.
+// give is the breadth of k workers of node id seen from its parent: the
+// node itself, once (and as partly used when k is less than its room),
+// and the least breadth below it; with slices, only whole slices.
 func (p *fewPlan) give(id int32, k int) breadth {
 	nd := &p.nodes[id]
 	if k == 0 {
@@ -261,6 +294,9 @@ func (p *fewPlan) give(id int32, k int) breadth {
 	}
 	var own breadth
 	own[nd.g.depth-1] = 1
+	if k < int(nd.g.room) {
+		own[4+nd.g.depth-1] = 1
+	}
 	return own.plus(nd.cost[k])
 }
 
@@ -273,7 +309,7 @@ func (p *fewPlan) take(id int32, k int) {
 	}
 	start := len(s.chosen)
 	s.takeGreedy(p.nodes[id].g, k)
-	if nd := &p.nodes[id]; nd.leaf || s.spanOf(nd.g, s.chosen[start:]) == nd.cost[k] {
+	if nd := &p.nodes[id]; nd.leaf || s.spanOf(nd.g, s.chosen[start:]) == nd.cost[k].counts() {
 		return
 	}
 	s.chosen = s.chosen[:start]

@@ -340,7 +340,9 @@ func refCheckInside(t *testing.T, ws []Worker, pool, chosen uint32, l Level, ran
 // and CPU-only (every worker free, whatever its GPUs; the mask then only
 // varies the free GPUs that spread ranks by).
 func TestScheduleMatchesExhaustiveReference(t *testing.T) {
-	seeds := []uint64{1, 2, 3, 4}
+	// Seed 7 has a region where two shares of its zones and one zone
+	// whole span as many groups: the split must keep the greedy shape.
+	seeds := []uint64{1, 2, 3, 4, 7}
 	if testing.Short() {
 		seeds = seeds[:1]
 	}
