@@ -23,8 +23,10 @@ import (
 //     version, location). Of those that hold the job, best fit takes the one
 //     left with the fewest free workers (first_fill: the first to fill in
 //     rank order).
-//   - Inside a bucket, as few groups of each tighter level as possible
-//     (largest first, the last by best fit), and inside those the workers
+//   - Inside a bucket, the fewest groups of the tighter levels, loosest
+//     level first (regions, then zones, network groups, NVLink domains:
+//     take.go's greedy, largest first and the last by best fit, where it
+//     is the fewest; fewest.go's knapsack where not), and inside those the workers
 //     in rank order, with the quality of each machine's GPU pick breaking
 //     ties between otherwise equal workers.
 //
