@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/gpulayer/gpulayer/reconcile/facts"
 	"github.com/gpulayer/gpulayer/reconcile/probe"
+	"github.com/gpulayer/gpulayer/ssh"
 )
 
 // runIn runs command with the in-process shell of a one-machine sandbox
@@ -123,6 +125,59 @@ func BenchmarkInProcessProbe(b *testing.B) {
 		status, err := sh.Run(context.Background(), command, env, filepath.Join(m.Dir, "home"), strings.NewReader(script), &out, &errOut)
 		if err != nil || status != 0 || !strings.Contains(out.String(), ":done") {
 			b.Fatalf("status %d %v: %s %s", status, err, out.String(), errOut.String())
+		}
+	}
+}
+
+// The login shell runs its command only after -c, in the interpreter and
+// in each shell machines have as sh; anything else is a usage error.
+func TestLoginShellTakesOnlyDashC(t *testing.T) {
+	cases := []struct {
+		args   []string
+		status int
+		out    string
+	}{
+		{[]string{"-c", "echo hi $#"}, 0, "hi 0\n"},
+		{[]string{"-c", "echo hi $#", "a", "b"}, 0, "hi 2\n"},
+		{[]string{"-x", "echo hi"}, 2, ""},
+		{[]string{"--", "echo hi"}, 2, ""},
+		{[]string{"c", "echo hi"}, 2, ""},
+		{[]string{"-c"}, 2, ""},
+		{[]string{"echo hi"}, 2, ""},
+		{nil, 2, ""},
+	}
+	for _, c := range cases {
+		cmd := "sandbox-shell"
+		for _, a := range c.args {
+			cmd += " " + ssh.Quote(a)
+		}
+		status, out, errOut := runIn(t, cmd, "")
+		if status != c.status || out != c.out || (c.status == 2) != strings.Contains(errOut, "usage: sandbox-shell -c COMMAND") {
+			t.Errorf("in-process %s: status %d, stdout %q, stderr %q; want %d, %q", cmd, status, out, errOut, c.status, c.out)
+		}
+		for _, shell := range []string{"dash", "bash", "busybox"} {
+			path, err := exec.LookPath(shell)
+			if err != nil {
+				continue
+			}
+			argv := append([]string{filepath.Join("scripts", "sandbox-shell")}, c.args...)
+			if shell == "busybox" {
+				argv = append([]string{"sh"}, argv...)
+			}
+			real := exec.Command(path, argv...)
+			real.Env = []string{"PATH=/usr/bin:/bin", "GPULAYER_SANDBOX_MACHINE=" + t.TempDir()}
+			var stdout, stderr strings.Builder
+			real.Stdout, real.Stderr = &stdout, &stderr
+			err = real.Run()
+			got := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				got = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if got != c.status || stdout.String() != c.out || (c.status == 2) != strings.Contains(stderr.String(), "usage: sandbox-shell -c COMMAND") {
+				t.Errorf("%s %s: status %d, stdout %q, stderr %q; want %d, %q", shell, cmd, got, stdout.String(), stderr.String(), c.status, c.out)
+			}
 		}
 	}
 }
