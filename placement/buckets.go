@@ -65,8 +65,15 @@ const (
 // loosest first. Equal parts, the most, are found from the fingerprints.
 func (c *cell) less(o *cell) int {
 	for i := range keyParts {
-		if ka, kb := &c.print[i], &o.print[i]; *ka == *kb && ka.exact() {
-			continue
+		ka, kb := &c.print[i], &o.print[i]
+		if *ka == *kb {
+			if ka.exact() {
+				continue
+			}
+		} else if ka.exact() && kb.exact() {
+			// Different fingerprints that hold every byte: the strings
+			// differ.
+			return strings.Compare(c.part(i), o.part(i))
 		}
 		a, b := c.part(i), o.part(i)
 		if a != b {
@@ -81,11 +88,15 @@ func (c *cell) less(o *cell) int {
 // 5 when equal.
 func (c *cell) splitFrom(o *cell) int8 {
 	for i := range keyParts {
-		if ka, kb := &c.print[i], &o.print[i]; *ka == *kb && ka.exact() {
-			continue
+		ka, kb := &c.print[i], &o.print[i]
+		if *ka == *kb {
+			if ka.exact() {
+				continue
+			}
+		} else if ka.n != kb.n || ka.exact() && kb.exact() {
+			return int8(max(0, i-len(compatProps)+1))
 		}
-		a, b := c.part(i), o.part(i)
-		if a != b {
+		if c.part(i) != o.part(i) {
 			return int8(max(0, i-len(compatProps)+1))
 		}
 	}
@@ -279,7 +290,8 @@ func (c *cell) holdsMore(driver, model string) bool {
 
 // strKey is a string's fingerprint: its length and two words of its bytes.
 // Up to 16 bytes the words hold every byte (the first and last eight, or
-// four, overlapping), so equal keys mean equal strings.
+// four, overlapping; under four, the first, middle and last byte), so
+// equal keys mean equal strings, and different keys different strings.
 type strKey struct {
 	lo, hi uint64
 	n      int
@@ -294,12 +306,24 @@ func keyOf(s string) strKey {
 		return strKey{binary.LittleEndian.Uint64([]byte(s)), binary.LittleEndian.Uint64([]byte(s[n-8:])), n}
 	case n >= 4:
 		return strKey{uint64(binary.LittleEndian.Uint32([]byte(s))), uint64(binary.LittleEndian.Uint32([]byte(s[n-4:]))), n}
+	case n > 0:
+		w := short(s)
+		return strKey{w, w, n}
 	}
-	return strKey{n: n} // compared in full
+	return strKey{}
+}
+
+// short packs the bytes of a string of 1 to 3 bytes: its first, middle
+// and last, which are all of them.
+func short(s string) uint64 {
+	n := len(s)
+	return uint64(s[0]) | uint64(s[n/2])<<8 | uint64(s[n-1])<<16
 }
 
 // is reports whether s equals orig, the string k was made from: from the
-// fingerprint's words alone when they hold every byte.
+// fingerprint's words alone when they hold every byte. (Strings under four
+// bytes are compared in full: a third case would stop the compiler from
+// inlining is.)
 func (k *strKey) is(s, orig string) bool {
 	n := len(s)
 	switch {
@@ -315,7 +339,7 @@ func (k *strKey) is(s, orig string) bool {
 
 // exact reports whether the fingerprint holds every byte of its string, so
 // that equal fingerprints mean equal strings.
-func (k *strKey) exact() bool { return k.n >= 4 && k.n <= 16 }
+func (k *strKey) exact() bool { return k.n <= 16 }
 
 // cellPrint is the fingerprint of a cellKey, its parts in the order of
 // cell.part.
