@@ -334,7 +334,7 @@ func (k *strKey) is(s, orig string) bool {
 	case n >= 4 && n < 8:
 		return uint64(binary.LittleEndian.Uint32([]byte(s))) == k.lo && uint64(binary.LittleEndian.Uint32([]byte(s[n-4:]))) == k.hi
 	}
-	return s == orig
+	return n == 0 || s == orig
 }
 
 // exact reports whether the fingerprint holds every byte of its string, so
