@@ -192,7 +192,18 @@ func (s *scheduler) classify() {
 		h *= 0x9E3779B97F4A7C15
 		first, second := &s.slots[h>>(64-slotBits)], &s.slots[h>>(64-2*slotBits)&(slotCount-1)]
 		c := *first - 1
-		if c < 0 || !s.cells[c].holds(w, torch) || more && !s.cells[c].holdsMore(driver, model) {
+		// holds, written out for the first slot, where nearly every
+		// worker's cell is: too large for the compiler to inline, and a
+		// call per worker spilled the loop's registers.
+		hit := false
+		if c >= 0 {
+			cc := &s.cells[c]
+			hit = cc.print[partZone].is(w.Location.Zone, cc.key.zone) && cc.print[partNG].is(w.Location.NetworkGroup, cc.key.ng) &&
+				cc.print[partRegion].is(w.Location.Region, cc.key.region) && cc.print[partTorch].is(torch, cc.key.torch) &&
+				cc.print[partDomain].is(w.Location.NVLinkDomain, cc.key.domain) &&
+				(!more || cc.print[partDriver].is(driver, cc.key.driver) && cc.print[partModel].is(model, cc.key.model))
+		}
+		if !hit {
 			c = *second - 1
 			if c < 0 || !s.cells[c].holds(w, torch) || more && !s.cells[c].holdsMore(driver, model) {
 				c = s.cellFor(cellKey{torch, driver, model, w.Location.Region, w.Location.Zone, w.Location.NetworkGroup, w.Location.NVLinkDomain})
