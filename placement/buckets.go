@@ -1,8 +1,10 @@
 package placement
 
 import (
+	"cmp"
 	"encoding/binary"
 	"math"
+	"math/bits"
 	"slices"
 	"strings"
 
@@ -103,6 +105,73 @@ func (c *cell) splitFrom(o *cell) int8 {
 	return int8(depthOf(0) + 1)
 }
 
+// maxRanked is how many cells rankCells ranks: a part's place among at
+// most that many values fits in a byte.
+const maxRanked = 256
+
+// rankCells sets each cell's rank: its key as one word, a byte per part
+// (loosest first: the compatible properties, then region to NVLink domain),
+// the byte being the place of the cell's value among the cells' distinct
+// values of that part. Words compare as the keys do (less), and the first
+// part in which two keys differ is the first byte in which their words
+// do (splitRanked). Each part's distinct values are few (zones, network
+// groups, two drivers), so finding and sorting them costs less than
+// comparing whole keys in the cell sort: a key compare walked up to seven
+// parts and then compared strings. At most maxRanked cells.
+func (s *scheduler) rankCells() {
+	cells := s.cells
+	var rep [maxRanked]int32   // the part's distinct values: a cell of each, in order of appearance
+	var which [maxRanked]uint8 // per cell: its value's index in rep
+	var perm [maxRanked]int32
+	var place [maxRanked]uint64 // per index in rep: its value's place in string order
+	for i := range cells {
+		cells[i].rank = 0
+	}
+	for p := range keyParts {
+		k := 0
+		for c := range cells {
+			pc := &cells[c].print[p]
+			j := 0
+			for ; j < k; j++ {
+				// Equal fingerprints that hold every byte are equal
+				// strings, and different fingerprints different ones.
+				if r := &cells[rep[j]]; r.print[p] == *pc && (pc.exact() || r.part(p) == cells[c].part(p)) {
+					break
+				}
+			}
+			if j == k {
+				rep[k] = int32(c)
+				k++
+			}
+			which[c] = uint8(j)
+		}
+		if k == 1 {
+			continue // every cell's byte is 0
+		}
+		for j := range k {
+			perm[j] = int32(j)
+		}
+		slices.SortFunc(perm[:k], func(a, b int32) int { return strings.Compare(cells[rep[a]].part(p), cells[rep[b]].part(p)) })
+		for at, j := range perm[:k] {
+			place[j] = uint64(at)
+		}
+		shift := uint(8 * (keyParts - 1 - p))
+		for c := range cells {
+			cells[c].rank |= place[which[c]] << shift
+		}
+	}
+}
+
+// splitRanked is splitFrom from the cells' ranks.
+func (c *cell) splitRanked(o *cell) int8 {
+	x := c.rank ^ o.rank
+	if x == 0 {
+		return int8(depthOf(0) + 1)
+	}
+	part := (bits.LeadingZeros64(x) - (64 - 8*keyParts)) / 8
+	return int8(max(0, part-len(compatProps)+1))
+}
+
 // depthOf is the key depth whose value a level's bucket shares last.
 func depthOf(l Level) int { return int(LevelAny - l) }
 
@@ -117,6 +186,9 @@ type cell struct {
 	// shares the key up to depth d when every cell after its first has
 	// split > d.
 	split int8
+	// rank is the key as one word (rankCells), when the call has at most
+	// maxRanked cells.
+	rank  uint64
 	print cellPrint
 	sum   uint64 // print's hash, for cellFor
 }
@@ -251,7 +323,13 @@ func (s *scheduler) classify() {
 	for i := range order {
 		order[i] = int32(i)
 	}
-	slices.SortFunc(order, func(a, b int32) int { return s.cells[a].less(&s.cells[b]) })
+	ranked := len(s.cells) <= maxRanked
+	if ranked {
+		s.rankCells()
+		slices.SortFunc(order, func(a, b int32) int { return cmp.Compare(s.cells[a].rank, s.cells[b].rank) })
+	} else {
+		slices.SortFunc(order, func(a, b int32) int { return s.cells[a].less(&s.cells[b]) })
+	}
 	inv := grow(s.inv, len(s.cells)) // old cell id → sorted position
 	s.inv = inv
 	sorted := grow(s.sorted, len(s.cells))
@@ -262,7 +340,9 @@ func (s *scheduler) classify() {
 		sorted[to].off = off
 		off += sorted[to].free
 		sorted[to].split = 0
-		if to > 0 {
+		if to > 0 && ranked {
+			sorted[to].split = sorted[to].splitRanked(&sorted[to-1])
+		} else if to > 0 {
 			sorted[to].split = sorted[to].splitFrom(&sorted[to-1])
 		}
 	}
