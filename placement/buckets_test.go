@@ -2,6 +2,7 @@ package placement
 
 import (
 	"cmp"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -143,6 +144,30 @@ func TestRankedCellsSortAsKeys(t *testing.T) {
 			a, b := &s.cells[byKey[i-1]], &s.cells[byKey[i]]
 			if got, want := b.splitRanked(a), b.splitFrom(a); got != want {
 				t.Fatalf("round %d: %+v after %+v: split %d, want %d", round, b.key, a.key, got, want)
+			}
+		}
+	}
+}
+
+// TestCellForTellsEqualFingerprintsApart: zones of 24 bytes that differ
+// only in bytes the fingerprint does not hold (one fingerprint, one hash
+// for all), 10 of them (cellFor's table) and 100 (past scanCells, its
+// map): classify makes one cell per zone, and puts every free worker in
+// its own zone's.
+func TestCellForTellsEqualFingerprintsApart(t *testing.T) {
+	for _, zones := range []int{10, 100} {
+		ws := adrFleet(t, 400)
+		for i := range ws {
+			ws[i].Location.Zone = fmt.Sprintf("zone-aaaaa%03d-bbbbbbbbbb", i%zones)
+		}
+		var s scheduler
+		s.schedule(Job{Name: "j", Nodes: 2, GPUsPerNode: 8}, ws, Policy{})
+		if len(s.cells) != zones {
+			t.Fatalf("%d zones: %d cells", zones, len(s.cells))
+		}
+		for i, c := range s.cellOf {
+			if c >= 0 && s.cells[c].key.zone != ws[i].Location.Zone {
+				t.Fatalf("%d zones: worker %d of %s in the cell of %s", zones, i, ws[i].Location.Zone, s.cells[c].key.zone)
 			}
 		}
 	}
