@@ -1,8 +1,10 @@
 package placement
 
 import (
+	"cmp"
 	"encoding/binary"
 	"math"
+	"math/bits"
 	"slices"
 	"strings"
 
@@ -65,8 +67,15 @@ const (
 // loosest first. Equal parts, the most, are found from the fingerprints.
 func (c *cell) less(o *cell) int {
 	for i := range keyParts {
-		if ka, kb := &c.print[i], &o.print[i]; *ka == *kb && ka.exact() {
-			continue
+		ka, kb := &c.print[i], &o.print[i]
+		if *ka == *kb {
+			if ka.exact() {
+				continue
+			}
+		} else if ka.exact() && kb.exact() {
+			// Different fingerprints that hold every byte: the strings
+			// differ.
+			return strings.Compare(c.part(i), o.part(i))
 		}
 		a, b := c.part(i), o.part(i)
 		if a != b {
@@ -81,15 +90,86 @@ func (c *cell) less(o *cell) int {
 // 5 when equal.
 func (c *cell) splitFrom(o *cell) int8 {
 	for i := range keyParts {
-		if ka, kb := &c.print[i], &o.print[i]; *ka == *kb && ka.exact() {
-			continue
+		ka, kb := &c.print[i], &o.print[i]
+		if *ka == *kb {
+			if ka.exact() {
+				continue
+			}
+		} else if ka.n != kb.n || ka.exact() && kb.exact() {
+			return int8(max(0, i-len(compatProps)+1))
 		}
-		a, b := c.part(i), o.part(i)
-		if a != b {
+		if c.part(i) != o.part(i) {
 			return int8(max(0, i-len(compatProps)+1))
 		}
 	}
 	return int8(depthOf(0) + 1)
+}
+
+// maxRanked is how many cells rankCells ranks: a part's place among at
+// most that many values fits in a byte.
+const maxRanked = 256
+
+// rankCells sets each cell's rank: its key as one word, a byte per part
+// (loosest first: the compatible properties, then region to NVLink domain),
+// the byte being the place of the cell's value among the cells' distinct
+// values of that part. Words compare as the keys do (less), and the first
+// part in which two keys differ is the first byte in which their words
+// do (splitRanked). Each part's distinct values are few (zones, network
+// groups, two drivers), so finding and sorting them costs less than
+// comparing whole keys in the cell sort: a key compare walked up to seven
+// parts and then compared strings. At most maxRanked cells.
+func (s *scheduler) rankCells() {
+	cells := s.cells
+	var rep [maxRanked]int32   // the part's distinct values: a cell of each, in order of appearance
+	var which [maxRanked]uint8 // per cell: its value's index in rep
+	var perm [maxRanked]int32
+	var place [maxRanked]uint64 // per index in rep: its value's place in string order
+	for i := range cells {
+		cells[i].rank = 0
+	}
+	for p := range keyParts {
+		k := 0
+		for c := range cells {
+			pc := &cells[c].print[p]
+			j := 0
+			for ; j < k; j++ {
+				// Equal fingerprints that hold every byte are equal
+				// strings, and different fingerprints different ones.
+				if r := &cells[rep[j]]; r.print[p] == *pc && (pc.exact() || r.part(p) == cells[c].part(p)) {
+					break
+				}
+			}
+			if j == k {
+				rep[k] = int32(c)
+				k++
+			}
+			which[c] = uint8(j)
+		}
+		if k == 1 {
+			continue // every cell's byte is 0
+		}
+		for j := range k {
+			perm[j] = int32(j)
+		}
+		slices.SortFunc(perm[:k], func(a, b int32) int { return strings.Compare(cells[rep[a]].part(p), cells[rep[b]].part(p)) })
+		for at, j := range perm[:k] {
+			place[j] = uint64(at)
+		}
+		shift := uint(8 * (keyParts - 1 - p))
+		for c := range cells {
+			cells[c].rank |= place[which[c]] << shift
+		}
+	}
+}
+
+// splitRanked is splitFrom from the cells' ranks.
+func (c *cell) splitRanked(o *cell) int8 {
+	x := c.rank ^ o.rank
+	if x == 0 {
+		return int8(depthOf(0) + 1)
+	}
+	part := (bits.LeadingZeros64(x) - (64 - 8*keyParts)) / 8
+	return int8(max(0, part-len(compatProps)+1))
 }
 
 // depthOf is the key depth whose value a level's bucket shares last.
@@ -106,6 +186,9 @@ type cell struct {
 	// shares the key up to depth d when every cell after its first has
 	// split > d.
 	split int8
+	// rank is the key as one word (rankCells), when the call has at most
+	// maxRanked cells.
+	rank  uint64
 	print cellPrint
 	sum   uint64 // print's hash, for cellFor
 }
@@ -134,6 +217,7 @@ func (s *scheduler) classify() {
 	clear(s.index)
 	s.indexed = false
 	clear(s.slots[:])
+	clear(s.prints[:])
 	freeTotal := 0
 	filtered := len(s.pol.Labels) > 0 || len(s.pol.Regions) > 0
 	more := s.keys&^keyTorch != 0 // keyed on more than torch
@@ -181,7 +265,18 @@ func (s *scheduler) classify() {
 		h *= 0x9E3779B97F4A7C15
 		first, second := &s.slots[h>>(64-slotBits)], &s.slots[h>>(64-2*slotBits)&(slotCount-1)]
 		c := *first - 1
-		if c < 0 || !s.cells[c].holds(w, torch) || more && !s.cells[c].holdsMore(driver, model) {
+		// holds, written out for the first slot, where nearly every
+		// worker's cell is: too large for the compiler to inline, and a
+		// call per worker spilled the loop's registers.
+		hit := false
+		if c >= 0 {
+			cc := &s.cells[c]
+			hit = cc.print[partZone].is(w.Location.Zone, cc.key.zone) && cc.print[partNG].is(w.Location.NetworkGroup, cc.key.ng) &&
+				cc.print[partRegion].is(w.Location.Region, cc.key.region) && cc.print[partTorch].is(torch, cc.key.torch) &&
+				cc.print[partDomain].is(w.Location.NVLinkDomain, cc.key.domain) &&
+				(!more || cc.print[partDriver].is(driver, cc.key.driver) && cc.print[partModel].is(model, cc.key.model))
+		}
+		if !hit {
 			c = *second - 1
 			if c < 0 || !s.cells[c].holds(w, torch) || more && !s.cells[c].holdsMore(driver, model) {
 				c = s.cellFor(cellKey{torch, driver, model, w.Location.Region, w.Location.Zone, w.Location.NetworkGroup, w.Location.NVLinkDomain})
@@ -229,7 +324,13 @@ func (s *scheduler) classify() {
 	for i := range order {
 		order[i] = int32(i)
 	}
-	slices.SortFunc(order, func(a, b int32) int { return s.cells[a].less(&s.cells[b]) })
+	ranked := len(s.cells) <= maxRanked
+	if ranked {
+		s.rankCells()
+		slices.SortFunc(order, func(a, b int32) int { return cmp.Compare(s.cells[a].rank, s.cells[b].rank) })
+	} else {
+		slices.SortFunc(order, func(a, b int32) int { return s.cells[a].less(&s.cells[b]) })
+	}
 	inv := grow(s.inv, len(s.cells)) // old cell id → sorted position
 	s.inv = inv
 	sorted := grow(s.sorted, len(s.cells))
@@ -240,7 +341,9 @@ func (s *scheduler) classify() {
 		sorted[to].off = off
 		off += sorted[to].free
 		sorted[to].split = 0
-		if to > 0 {
+		if to > 0 && ranked {
+			sorted[to].split = sorted[to].splitRanked(&sorted[to-1])
+		} else if to > 0 {
 			sorted[to].split = sorted[to].splitFrom(&sorted[to-1])
 		}
 	}
@@ -279,7 +382,8 @@ func (c *cell) holdsMore(driver, model string) bool {
 
 // strKey is a string's fingerprint: its length and two words of its bytes.
 // Up to 16 bytes the words hold every byte (the first and last eight, or
-// four, overlapping), so equal keys mean equal strings.
+// four, overlapping; under four, the first, middle and last byte), so
+// equal keys mean equal strings, and different keys different strings.
 type strKey struct {
 	lo, hi uint64
 	n      int
@@ -294,12 +398,24 @@ func keyOf(s string) strKey {
 		return strKey{binary.LittleEndian.Uint64([]byte(s)), binary.LittleEndian.Uint64([]byte(s[n-8:])), n}
 	case n >= 4:
 		return strKey{uint64(binary.LittleEndian.Uint32([]byte(s))), uint64(binary.LittleEndian.Uint32([]byte(s[n-4:]))), n}
+	case n > 0:
+		w := short(s)
+		return strKey{w, w, n}
 	}
-	return strKey{n: n} // compared in full
+	return strKey{}
+}
+
+// short packs the bytes of a string of 1 to 3 bytes: its first, middle
+// and last, which are all of them.
+func short(s string) uint64 {
+	n := len(s)
+	return uint64(s[0]) | uint64(s[n/2])<<8 | uint64(s[n-1])<<16
 }
 
 // is reports whether s equals orig, the string k was made from: from the
-// fingerprint's words alone when they hold every byte.
+// fingerprint's words alone when they hold every byte. (Strings under four
+// bytes are compared in full: a third case would stop the compiler from
+// inlining is.)
 func (k *strKey) is(s, orig string) bool {
 	n := len(s)
 	switch {
@@ -310,12 +426,12 @@ func (k *strKey) is(s, orig string) bool {
 	case n >= 4 && n < 8:
 		return uint64(binary.LittleEndian.Uint32([]byte(s))) == k.lo && uint64(binary.LittleEndian.Uint32([]byte(s[n-4:]))) == k.hi
 	}
-	return s == orig
+	return n == 0 || s == orig
 }
 
 // exact reports whether the fingerprint holds every byte of its string, so
 // that equal fingerprints mean equal strings.
-func (k *strKey) exact() bool { return k.n >= 4 && k.n <= 16 }
+func (k *strKey) exact() bool { return k.n <= 16 }
 
 // cellPrint is the fingerprint of a cellKey, its parts in the order of
 // cell.part.
@@ -385,12 +501,20 @@ func moreHash(driver, model string) uint64 {
 func (s *scheduler) cellFor(k cellKey) int32 {
 	print := cellPrint{keyOf(k.torch), keyOf(k.driver), keyOf(k.model), keyOf(k.region), keyOf(k.zone), keyOf(k.ng), keyOf(k.domain)}
 	sum := print.sum()
+	slot := -1
 	if !s.indexed {
-		// Fingerprints first: word compares reject the other cells
-		// without reading their strings.
-		for j := range s.cells {
+		// A table by the fingerprint's hash (linear probing), not a scan
+		// of every cell: a scan per new cell was quadratic in the cells
+		// (40 cells: 6% of a call). Fingerprints first: word compares
+		// reject the other cells without reading their strings.
+		for h := int(sum >> (64 - printBits)); ; h = (h + 1) & (printSlots - 1) {
+			j := s.prints[h] - 1
+			if j < 0 {
+				slot = h
+				break
+			}
 			if s.cells[j].sum == sum && s.cells[j].print == print && s.cells[j].key == k {
-				return int32(j)
+				return j
 			}
 		}
 	} else if j, ok := s.index[k]; ok {
@@ -398,6 +522,9 @@ func (s *scheduler) cellFor(k cellKey) int32 {
 	}
 	c := int32(len(s.cells))
 	s.cells = append(s.cells, cell{key: k, print: print, sum: sum})
+	if slot >= 0 {
+		s.prints[slot] = c + 1
+	}
 	switch {
 	case s.indexed:
 		s.index[k] = c
@@ -413,8 +540,14 @@ func (s *scheduler) cellFor(k cellKey) int32 {
 	return c
 }
 
-// scanCells is how many cells cellFor scans before it keeps a map.
-const scanCells = 64
+// scanCells is how many cells cellFor finds by scheduler.prints before it
+// keeps a map; printSlots (2^printBits) is that table's size, twice as
+// many, so that probes stay short.
+const (
+	scanCells  = 64
+	printBits  = 7
+	printSlots = 1 << printBits
+)
 
 // staticReason is the index in staticReasons of the first check the worker
 // fails that does not depend on what is free now (label, region,

@@ -1,6 +1,10 @@
 package placement
 
 import (
+	"cmp"
+	"fmt"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -89,6 +93,81 @@ func TestCellOrderMatchesStrings(t *testing.T) {
 				if got := cb.splitFrom(&ca); got != want {
 					t.Fatalf("part %d: %q after %q: split %d, want %d", part, b, a, got, want)
 				}
+			}
+		}
+	}
+}
+
+// TestRankedCellsSortAsKeys pins rankCells and splitRanked, which classify
+// uses for up to maxRanked cells, to less and splitFrom: on random sets of
+// cells whose parts come from small pools (empty, short, and 20-byte
+// values that differ only in bytes the fingerprint does not hold, so that
+// equal fingerprints must be told apart by their strings), sorting by rank
+// gives less's order and every neighbour's split is splitFrom's.
+func TestRankedCellsSortAsKeys(t *testing.T) {
+	pool := []string{"", "a", "ab", "b", "zone-b", "zone-a", "europe-west1-b", "europe-west1-c",
+		"0123456789" + "X" + "123456789", "0123456789" + "Y" + "123456789", "0123456789" + "A" + "123456789"}
+	rng := rand.New(rand.NewPCG(7, 11))
+	for round := 0; round < 300; round++ {
+		n := 1 + rng.IntN(maxRanked)
+		var s scheduler
+		seen := map[cellKey]bool{}
+		for len(s.cells) < n {
+			var parts [keyParts]string
+			for p := range parts {
+				// Few values in the early parts, as fleets have.
+				parts[p] = strings.Clone(pool[rng.IntN(min(len(pool), 2+p*2))])
+			}
+			k := cellKey{parts[0], parts[1], parts[2], parts[3], parts[4], parts[5], parts[6]}
+			if seen[k] {
+				if len(seen) > 4*n {
+					break
+				}
+				seen[k] = true // counts the tries
+				continue
+			}
+			seen[k] = true
+			s.cells = append(s.cells, cell{key: k, print: cellPrint{keyOf(k.torch), keyOf(k.driver), keyOf(k.model), keyOf(k.region), keyOf(k.zone), keyOf(k.ng), keyOf(k.domain)}})
+		}
+		s.rankCells()
+		byRank := make([]int, len(s.cells))
+		for i := range byRank {
+			byRank[i] = i
+		}
+		byKey := slices.Clone(byRank)
+		slices.SortFunc(byRank, func(a, b int) int { return cmp.Compare(s.cells[a].rank, s.cells[b].rank) })
+		slices.SortFunc(byKey, func(a, b int) int { return s.cells[a].less(&s.cells[b]) })
+		if !slices.Equal(byRank, byKey) {
+			t.Fatalf("round %d: by rank %v, by key %v", round, byRank, byKey)
+		}
+		for i := 1; i < len(byKey); i++ {
+			a, b := &s.cells[byKey[i-1]], &s.cells[byKey[i]]
+			if got, want := b.splitRanked(a), b.splitFrom(a); got != want {
+				t.Fatalf("round %d: %+v after %+v: split %d, want %d", round, b.key, a.key, got, want)
+			}
+		}
+	}
+}
+
+// TestCellForTellsEqualFingerprintsApart: zones of 24 bytes that differ
+// only in bytes the fingerprint does not hold (one fingerprint, one hash
+// for all), 10 of them (cellFor's table) and 100 (past scanCells, its
+// map): classify makes one cell per zone, and puts every free worker in
+// its own zone's.
+func TestCellForTellsEqualFingerprintsApart(t *testing.T) {
+	for _, zones := range []int{10, 100} {
+		ws := adrFleet(t, 400)
+		for i := range ws {
+			ws[i].Location.Zone = fmt.Sprintf("zone-aaaaa%03d-bbbbbbbbbb", i%zones)
+		}
+		var s scheduler
+		s.schedule(Job{Name: "j", Nodes: 2, GPUsPerNode: 8}, ws, Policy{})
+		if len(s.cells) != zones {
+			t.Fatalf("%d zones: %d cells", zones, len(s.cells))
+		}
+		for i, c := range s.cellOf {
+			if c >= 0 && s.cells[c].key.zone != ws[i].Location.Zone {
+				t.Fatalf("%d zones: worker %d of %s in the cell of %s", zones, i, ws[i].Location.Zone, s.cells[c].key.zone)
 			}
 		}
 	}

@@ -58,12 +58,23 @@ func (l Level) words() string {
 
 // ParseLevel reads a level's HCL name.
 func ParseLevel(s string) (Level, error) {
-	for i, n := range levelNames {
-		if s == n {
-			return Level(i), nil
-		}
+	if l, ok := levelNamed(s); ok {
+		return l, nil
 	}
 	return 0, fmt.Errorf("unknown locality level %q (want nvlink_domain, network_group, zone, region or any)", s)
+}
+
+// levelNamed is ParseLevel without the error, for callers that only ask
+// whether a name is a level: Schedule checks the group locality ("prefer"
+// by default, no level) twice a call, and the error's formatting was a
+// tenth of a 500-worker call's allocations.
+func levelNamed(s string) (Level, bool) {
+	for i, n := range levelNames {
+		if s == n {
+			return Level(i), true
+		}
+	}
+	return 0, false
 }
 
 // MarshalText writes the level's name, so it reads as "zone" in JSON.

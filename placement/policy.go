@@ -122,11 +122,11 @@ func (p Policy) sliceLevel() (Level, error) {
 	if sl.Nodes < 1 {
 		return 0, fmt.Errorf("policy: slices of %d nodes; a slice has at least 1", sl.Nodes)
 	}
-	l, err := ParseLevel(sl.Locality)
-	if err != nil || l == LevelAny {
+	l, ok := levelNamed(sl.Locality)
+	if !ok || l == LevelAny {
 		return 0, fmt.Errorf("policy: unknown slice locality %q (want %s)", sl.Locality, orList(sliceLocalities()))
 	}
-	if g, err := ParseLevel(p.withDefaults().GroupLocality); err == nil && l > g {
+	if g, ok := levelNamed(p.withDefaults().GroupLocality); ok && l > g {
 		return 0, fmt.Errorf("policy: slice locality %s is looser than group_locality %s; a slice is within the group", l, g)
 	}
 	return l, nil

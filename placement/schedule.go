@@ -118,7 +118,8 @@ type scheduler struct {
 	groups     []group
 	index      map[cellKey]int32 // cells by key once there are many (indexed); kept empty between calls
 	indexed    bool
-	slots      [slotCount]int32 // cell+1 by slotHash; 0 empty
+	slots      [slotCount]int32  // cell+1 by slotHash; 0 empty
+	prints     [printSlots]int32 // cell+1 by the fingerprint's hash, for cellFor; 0 empty
 
 	// bucketSpace is the unused part of the allocation that the levels'
 	// bucket explanations are cut from; bucketsLeft, how many they may
