@@ -82,13 +82,25 @@ func Script(n Node) string {
 	// part of every Debian and Ubuntu install. It starts the session
 	// itself (setsid(2)), so no setsid(1) is executed on its way.
 	sw("if command -v perl >/dev/null 2>&1; then\n")
+	// PERL_BADLANG=0 keeps perl's warning about a locale the machine
+	// lacks out of the log, and out of the job's environment.
+	badlang, popBad := "PERL_BADLANG=0 ", popBadlang
 	if _, own := n.Spec.Env["PERL_BADLANG"]; own {
-		sw("\tperl -e %s sh -c %s </dev/null >\"$gpulayer_log\" 2>&1 9>&- &\n", ssh.Quote(subreaperPl+execRestPl), leader)
-	} else {
-		// PERL_BADLANG=0 keeps perl's warning about a locale the machine
-		// lacks out of the log, and out of the job's environment.
-		sw("\tPERL_BADLANG=0 perl -e %s sh -c %s </dev/null >\"$gpulayer_log\" 2>&1 9>&- &\n", ssh.Quote(subreaperPl+popBadlang+execRestPl), leader)
+		badlang, popBad = "", ""
 	}
+	perl := func(vars, code string) {
+		sw("\t\t%sperl -e %s sh -c %s </dev/null >\"$gpulayer_log\" 2>&1 9>&- &\n", vars, ssh.Quote(code), leader)
+	}
+	// PERL5OPT (the job's, or the machine's) would give the leader's perl
+	// its switches: a -M of a module it lacks, -d, and the node never
+	// starts, for a command that may not be perl at all. perl starts
+	// without it and puts it back before the exec, so the command gets
+	// it as it was.
+	sw("\tif [ -n \"${PERL5OPT+x}\" ]; then\n")
+	perl("GPULAYER_PERL5OPT=$PERL5OPT PERL5OPT= "+badlang, subreaperPl+popPerl5opt+popBad+execRestPl)
+	sw("\telse\n")
+	perl(badlang, subreaperPl+popBad+execRestPl)
+	sw("\tfi\n")
 	sw("elif command -v python3 >/dev/null 2>&1; then\n")
 	if _, own := n.Spec.Env["PYTHONCOERCECLOCALE"]; own {
 		sw("\tsetsid python3 -s -S -c %s sh -c %s </dev/null >\"$gpulayer_log\" 2>&1 9>&- &\n", ssh.Quote(subreaperPy+execRest), leader)
@@ -246,6 +258,8 @@ unshift @ARGV, "setsid" unless $k && syscall($k->[1]) > 0;
 syscall($k->[0], 36, 1, 0, 0, 0) if $k;
 `
 	popBadlang = `delete $ENV{PERL_BADLANG};
+`
+	popPerl5opt = `$ENV{PERL5OPT} = delete $ENV{GPULAYER_PERL5OPT};
 `
 	execRestPl = `exec { $ARGV[0] } @ARGV or exit 127;
 `

@@ -198,6 +198,57 @@ func TestLaunchStartsDetachedWithTheNodesEnvironment(t *testing.T) {
 	})
 }
 
+// TestAJobsPerlSwitchesDoNotReachTheLeader: a job whose environment sets
+// PERL5OPT (here a module the machine lacks, which makes any perl die at
+// start) still starts, its leader a session leader, and its command sees
+// PERL5OPT exactly as the job set it and none of gpulayer's own
+// variables for it; a job without it gets none.
+func TestAJobsPerlSwitchesDoNotReachTheLeader(t *testing.T) {
+	if _, err := exec.LookPath("perl"); err != nil {
+		t.Skip("perl is not installed: the leader starts through python3 or sh")
+	}
+	eachShell(t, func(t *testing.T, sh shell) {
+		for _, opt := range []string{"-Mno::such::module -w", "", "unset"} {
+			home := t.TempDir()
+			n := node("sh", "-c", `env > env.txt; exec sleep 30`)
+			if opt != "unset" {
+				n.Spec.Env["PERL5OPT"] = opt
+			}
+			n.Spec.Workdir = home
+			out := runScriptIn(t, sh, home, Script(n))
+			started, err := ParseStarted(out)
+			if err != nil {
+				t.Fatalf("PERL5OPT %q: %v\n%s", opt, err, out)
+			}
+			defer syscall.Kill(-started.PID, syscall.SIGKILL)
+			if sid, _, _ := syscall.RawSyscall(syscall.SYS_GETSID, uintptr(started.PID), 0, 0); int(sid) != started.PID {
+				t.Errorf("PERL5OPT %q: the leader %d is in session %d, not its own", opt, started.PID, sid)
+			}
+			var env map[string]string
+			waitFor(t, "env.txt", func() bool {
+				b, _ := os.ReadFile(filepath.Join(home, "env.txt"))
+				if !bytes.HasSuffix(b, []byte("\n")) {
+					return false
+				}
+				env = map[string]string{}
+				for l := range strings.SplitSeq(string(b), "\n") {
+					if k, v, ok := strings.Cut(l, "="); ok {
+						env[k] = v
+					}
+				}
+				return env["GPULAYER_NODE_ID"] != ""
+			})
+			got, set := env["PERL5OPT"]
+			if opt == "unset" && set || opt != "unset" && got != opt {
+				t.Errorf("PERL5OPT %q: the command got %q (set %v)", opt, got, set)
+			}
+			if v, ok := env["GPULAYER_PERL5OPT"]; ok {
+				t.Errorf("PERL5OPT %q: the command got GPULAYER_PERL5OPT=%q", opt, v)
+			}
+		}
+	})
+}
+
 // childOf is a child of pid, or 0.
 func childOf(pid int) int {
 	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(pid) + "/children")
