@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -383,5 +384,35 @@ job "bad" {
 	code, out, _ := runCmd(t, "plan", dir, "--detailed-exitcode")
 	if code != 0 || !strings.Contains(out, `✓ job "ok" succeeded`) || !strings.Contains(out, `! job "bad" failed`) || !strings.Contains(out, "| broken") {
 		t.Errorf("plan: exit %d\n%s", code, out)
+	}
+}
+
+// TestStatusShowsAFailedLaunchsLogUnderItsLastFailure: a job whose command
+// dies at start fails its launch; status then names the failure on one
+// line and prints the log's last lines under it, each on its own line,
+// as apply did, not folded into the line with a replacement character
+// where each newline was.
+func TestStatusShowsAFailedLaunchsLogUnderItsLastFailure(t *testing.T) {
+	job := `
+job "dies" {
+  nodes         = 1
+  gpus_per_node = 1
+  launcher      = "plain"
+  command       = ["sh", "-c", "echo first words; echo last words >&2; exit 3"]
+}
+`
+	_, dir := sandboxJobs(t, 2, job)
+	if code, out, errOut := runCmd(t, "apply", dir, "--auto-approve"); code == 0 || !strings.Contains(errOut, "| last words") {
+		t.Fatalf("apply of a command that dies at start: exit %d\n%s%s", code, out, errOut)
+	}
+	_, out, _ := runCmd(t, "status", dir)
+	if strings.Contains(out, "\uFFFD") {
+		t.Errorf("status folds the log into one line:\n%s", out)
+	}
+	lines := strings.Split(out, "\n")
+	at := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, "last failure: ") })
+	if at < 0 || at+2 >= len(lines) || !strings.Contains(lines[at], "(run ") ||
+		strings.TrimSpace(lines[at+1]) != "| first words" || strings.TrimSpace(lines[at+2]) != "| last words" {
+		t.Errorf("status, want the last failure and then its log's lines:\n%s", out)
 	}
 }

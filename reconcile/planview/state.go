@@ -178,8 +178,12 @@ func writeJobState(bw *bufio.Writer, js reconcile.JobStatus, now time.Time) {
 		if f.EndReason != "" {
 			line += f.EndReason + ": "
 		}
-		if f.Message != "" {
-			line += f.Message
+		// A failed launch's message goes on with the log's last lines,
+		// one "  | " line each: they are printed under it, not folded
+		// into the one line (where clean would show each newline as �).
+		msg, more, _ := strings.Cut(f.Message, "\n")
+		if msg != "" {
+			line += msg
 		} else {
 			line += f.State
 		}
@@ -188,6 +192,11 @@ func writeJobState(bw *bufio.Writer, js reconcile.JobStatus, now time.Time) {
 			line += ", ended" + agoWords(f.EndedAt, now)
 		}
 		fmt.Fprintf(bw, "  %s)\n", clean(line))
+		for l := range strings.SplitSeq(more, "\n") {
+			if l = strings.TrimSpace(l); l != "" {
+				fmt.Fprintf(bw, "    %s\n", clean(l))
+			}
+		}
 	}
 	if js.Error != "" && !strings.Contains(js.Message, js.Error) && (js.LastFailure == nil || !strings.Contains(js.LastFailure.Message, js.Error)) {
 		fmt.Fprintf(bw, "  error: %s\n", clean(js.Error))
