@@ -280,10 +280,11 @@ func (pl *planner) checkPrior(v *verdict) {
 	}
 	if j.Status != state.JobRunning {
 		msg := "the last apply left the job " + j.Status
-		if j.Error != "" {
-			msg += ": " + j.Error
+		first, tail := splitLogTail(j.Error)
+		if first != "" {
+			msg += ": " + first
 		}
-		reasons = append(reasons, Reason{Code: ReasonLaunchIncomplete, Message: msg})
+		reasons = append(reasons, Reason{Code: ReasonLaunchIncomplete, Message: msg, LogTail: tail})
 	}
 	for i, n := range j.Nodes {
 		rank := n.Rank
@@ -514,4 +515,23 @@ func hostList(nodes []state.Node) string {
 		}
 	}
 	return strings.Join(hosts, ", ")
+}
+
+// splitLogTail parts a recorded launch error into its sentence and the
+// log lines apply put under it ("; the log ends with:" then a "  | "
+// line each, both dropped here): a reason's message is one line, and its
+// log its LogTail, as every renderer expects.
+func splitLogTail(err string) (string, []string) {
+	first, rest, _ := strings.Cut(err, "\n")
+	var tail []string
+	for l := range strings.SplitSeq(rest, "\n") {
+		l = strings.TrimPrefix(strings.TrimLeft(l, " "), "| ")
+		if l != "" {
+			tail = append(tail, l)
+		}
+	}
+	if len(tail) > 0 {
+		first = strings.TrimSuffix(first, "; the log ends with:")
+	}
+	return first, tail
 }

@@ -391,7 +391,7 @@ job "bad" {
 // dies at start fails its launch; status then names the failure on one
 // line and prints the log's last lines under it, each on its own line,
 // as apply did, not folded into the line with a replacement character
-// where each newline was.
+// where each newline was; so does the next plan.
 func TestStatusShowsAFailedLaunchsLogUnderItsLastFailure(t *testing.T) {
 	job := `
 job "dies" {
@@ -411,8 +411,17 @@ job "dies" {
 	}
 	lines := strings.Split(out, "\n")
 	at := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, "last failure: ") })
-	if at < 0 || at+2 >= len(lines) || !strings.Contains(lines[at], "(run ") ||
-		strings.TrimSpace(lines[at+1]) != "| first words" || strings.TrimSpace(lines[at+2]) != "| last words" {
-		t.Errorf("status, want the last failure and then its log's lines:\n%s", out)
+	log := slices.IndexFunc(lines, func(l string) bool { return strings.TrimSpace(l) == "| first words" })
+	if at < 0 || !strings.Contains(lines[at], "(exit status 3) (run ") || log < at || log+1 >= len(lines) || strings.TrimSpace(lines[log+1]) != "| last words" {
+		t.Errorf("status, want the last failure and the log's lines under it:\n%s", out)
+	}
+	// The next plan shows the failed run the same way: the sentence,
+	// then the node's end and its log's lines.
+	_, out, _ = runCmd(t, "plan", dir)
+	lines = strings.Split(out, "\n")
+	at = slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, `job "dies" failed`) })
+	if strings.Contains(out, "\uFFFD") || at < 0 || at+3 >= len(lines) || !strings.HasSuffix(lines[at], "(exit status 3)") ||
+		strings.TrimSpace(lines[at+2]) != "| first words" || strings.TrimSpace(lines[at+3]) != "| last words" {
+		t.Errorf("plan, want the failure and then the log's lines:\n%s", out)
 	}
 }

@@ -192,14 +192,11 @@ func writeJobState(bw *bufio.Writer, js reconcile.JobStatus, now time.Time) {
 			line += ", ended" + agoWords(f.EndedAt, now)
 		}
 		fmt.Fprintf(bw, "  %s)\n", clean(line))
-		for l := range strings.SplitSeq(more, "\n") {
-			if l = strings.TrimSpace(l); l != "" {
-				fmt.Fprintf(bw, "    %s\n", clean(l))
-			}
-		}
+		writeIndentedLines(bw, more)
 	}
-	if js.Error != "" && !strings.Contains(js.Message, js.Error) && (js.LastFailure == nil || !strings.Contains(js.LastFailure.Message, js.Error)) {
-		fmt.Fprintf(bw, "  error: %s\n", clean(js.Error))
+	if errFirst, errMore, _ := strings.Cut(js.Error, "\n"); errFirst != "" && !strings.Contains(js.Message, errFirst) && (js.LastFailure == nil || !strings.Contains(js.LastFailure.Message, errFirst)) {
+		fmt.Fprintf(bw, "  error: %s\n", clean(errFirst))
+		writeIndentedLines(bw, errMore)
 	}
 	if failedNow {
 		fmt.Fprintf(bw, "  run it again with: gpulayer apply --replace job.%s\n", clean(js.Job))
@@ -239,4 +236,14 @@ func writeRunHistory(bw *bufio.Writer, runs []reconcile.RunStatus) {
 		rows = append(rows, []string{id, "launched " + run.LaunchedAt.UTC().Format(time.RFC3339), ended, clean(how), clean(strings.Join(nodes, ", "))})
 	}
 	writeColumns(bw, "    ", rows)
+}
+
+// writeIndentedLines prints the lines of text that follow a message's
+// first (a failed launch's log, "| " a line) under it, one a line.
+func writeIndentedLines(bw *bufio.Writer, text string) {
+	for l := range strings.SplitSeq(text, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			fmt.Fprintf(bw, "    %s\n", clean(l))
+		}
+	}
 }
