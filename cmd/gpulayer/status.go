@@ -81,7 +81,7 @@ what apply would do.`,
 		},
 	}
 	addVarFlags(cmd, &opts.vars)
-	addStateFlags(cmd, &opts.statePath, nil)
+	addStateFlags(cmd, &opts.statePath, nil, true)
 	cmd.Flags().BoolVar(&opts.json, "json", false, "print as JSON")
 	cmd.Flags().IntVar(&opts.parallelism, "parallelism", probe.DefaultParallelism, "probe at most `N` hosts at once")
 	cmd.Flags().DurationVar(&opts.timeout, "probe-timeout", probe.DefaultTimeout, "give up on a host's probe after `DURATION`")
