@@ -115,7 +115,7 @@ func statusRun(opts *statusOptions) error {
 	}
 	if opts.job != "" && len(jobs) == 0 {
 		if jobKnown(cfg, st, opts.job) {
-			return fmt.Errorf("job %q has not been launched: state records no run of it (gpulayer apply launches it)", opts.job)
+			return fmt.Errorf("job %q has not been launched: state records no run of it (gpulayer plan says whether apply can place it)", opts.job)
 		}
 		return fmt.Errorf("no job %q is declared or recorded in state", opts.job)
 	}
