@@ -228,7 +228,9 @@ job "train" {
 // TestStatusAndPlanShowAFailedSetupsLogOnOneReadableLine: after a setup
 // failed, status's "last failure" and the plan's reason quote the setup
 // log's end. The launch error's line breaks were kept in state and shown
-// as U+FFFD on the one line: `the log ends with:�  | resolving`.
+// as U+FFFD on the one line ("the log ends with:<U+FFFD>  | resolving").
+// And status said "run it again with: gpulayer apply --replace" of a
+// launch the plan replaces anyway (launch_incomplete).
 func TestStatusAndPlanShowAFailedSetupsLogOnOneReadableLine(t *testing.T) {
 	job := `
 job "train" {
@@ -244,7 +246,8 @@ job "train" {
 	}
 	want := "the log ends with: resolving | no matching distribution"
 	code, out, errOut := runCmd(t, "status", dir)
-	if code != 0 || strings.ContainsRune(out, '\uFFFD') || !strings.Contains(out, want) {
+	if code != 0 || strings.ContainsRune(out, '\uFFFD') || !strings.Contains(out, want) ||
+		strings.Contains(out, "--replace") || !strings.Contains(out, "the next apply launches it again") {
 		t.Errorf("status: exit %d, want %q on one line without U+FFFD:\n%s%s", code, want, out, errOut)
 	}
 	code, out, errOut = runCmd(t, "plan", dir)

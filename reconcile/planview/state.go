@@ -192,10 +192,19 @@ func writeJobState(bw *bufio.Writer, js reconcile.JobStatus, now time.Time) {
 	if js.Error != "" && !strings.Contains(js.Message, js.Error) && (js.LastFailure == nil || !strings.Contains(js.LastFailure.Message, js.Error)) {
 		fmt.Fprintf(bw, "  error: %s\n", clean(js.Error))
 	}
-	if failedNow {
+	switch {
+	case failedNow && js.EndReason == "" && strings.HasPrefix(js.Message, launchFailed):
+		// A launch that failed before its processes ran is launched
+		// again by the next apply (launch_incomplete), --replace or not.
+		fmt.Fprintf(bw, "  the next apply launches it again (gpulayer plan: launch_incomplete)\n")
+	case failedNow:
 		fmt.Fprintf(bw, "  run it again with: gpulayer apply --replace job.%s\n", clean(js.Job))
 	}
 }
+
+// launchFailed begins the message of a job whose launch failed before its
+// processes ran (reconcile.JudgeJob).
+const launchFailed = "the launch failed: "
 
 // budgetWords is "1/2", or "1/unlimited".
 func budgetWords(b reconcile.Budget) string {
