@@ -65,6 +65,13 @@ what apply would do.`,
 					opts.job = args[0]
 				}
 			case 2:
+				// "status train eval" names two jobs, not a directory
+				// and a job: say so rather than fail to read "train".
+				if fi, err := os.Stat(args[0]); err != nil && !strings.ContainsRune(args[0], '/') {
+					return fmt.Errorf("status shows one JOB or every job: %q is not a directory (gpulayer status [DIR] [JOB])", args[0])
+				} else if err == nil && !fi.IsDir() {
+					return fmt.Errorf("%q is not a directory (gpulayer status [DIR] [JOB])", args[0])
+				}
 				opts.dir, opts.job = args[0], args[1]
 			}
 			opts.environ = os.Environ()

@@ -329,3 +329,24 @@ job "big" {
 		t.Errorf("status big: exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// TestStatusOfTwoJobsSaysItShowsOne: "status multi train" read "multi" as
+// the configuration directory and failed with "Cannot read configuration
+// directory ... Reading multi: no such file or directory".
+func TestStatusOfTwoJobsSaysItShowsOne(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "main.hcl"), `fleet "lab" {
+  host "a1" { address = "10.1.0.11" }
+}
+job "eval" {
+  nodes   = 1
+  command = ["true"]
+}
+`)
+	t.Chdir(dir)
+	code, out, errOut := runCmd(t, "status", "eval", "train")
+	if code != 1 || strings.Contains(errOut, "configuration directory") ||
+		!strings.Contains(errOut, `status shows one JOB or every job: "eval" is not a directory (gpulayer status [DIR] [JOB])`) {
+		t.Errorf("status eval train: exit %d\n%s%s", code, out, errOut)
+	}
+}
