@@ -103,7 +103,9 @@ func Status(w io.Writer, r *reconcile.StatusReport, where string, opts Options) 
 			word = js.Status
 		}
 		fmt.Fprintf(bw, "%s  %s  run %s", sty.bold.Render(title), statusWord(word, sty), clean(js.RunID))
-		if js.MasterAddr != "" {
+		// Port 0: node 0 never started, so never chose one; there is no
+		// rendezvous to name.
+		if js.MasterAddr != "" && js.MasterPort > 0 {
 			fmt.Fprintf(bw, "  master %s", clean(net.JoinHostPort(js.MasterAddr, strconv.Itoa(js.MasterPort))))
 		}
 		fmt.Fprintln(bw)
