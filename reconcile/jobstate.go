@@ -75,7 +75,10 @@ func JudgeJob(c *JobChange, j *state.Job) JobState {
 		// until when, rather than a bare "not launched yet".
 		js.State, js.Message = JobPending, waitingWords(c.Reasons)
 	case j == nil:
-		js.State, js.Message = JobPending, "not launched yet; gpulayer apply launches it"
+		// Whether apply can place it is the plan's to say: status and
+		// wait probe no host for a job that runs nowhere, and one that
+		// waits for a group apply leaves waiting.
+		js.State, js.Message = JobPending, "not launched yet; gpulayer plan says whether apply can place it"
 	case j.Status == state.JobLaunching || j.Status == state.JobStopping:
 		// An apply is at work on it (or was interrupted there).
 		js.State = j.Status

@@ -428,7 +428,13 @@ func execute(ctx context.Context, io *iostreams.IOStreams, opts *applyOptions, x
 		undone = append(undone, fmt.Sprintf("%s could not be created or deleted (what was done is recorded, and the next apply tries the rest)", plural(n, "machine")))
 	}
 	if n := len(res.Failed); n > 0 {
-		undone = append(undone, fmt.Sprintf("%s failed to launch (the next plan replaces them)", plural(n, "job")))
+		// Not every one is launched again: a command that failed its
+		// start-up check failed its run, and its restart policy decides.
+		again := "it"
+		if n > 1 {
+			again = "each"
+		}
+		undone = append(undone, fmt.Sprintf("%s failed to launch (the next plan says whether apply launches %s again)", plural(n, "job"), again))
 	}
 	if err := unplaceable(x.plan); err != nil {
 		undone = append(undone, err.Error())

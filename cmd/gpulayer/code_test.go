@@ -225,6 +225,38 @@ job "train" {
 	}
 }
 
+// TestStatusAndPlanShowAFailedSetupsLogOnOneReadableLine: after a setup
+// failed, status's "last failure" and the plan's reason quote the setup
+// log's end. The launch error's line breaks were kept in state and shown
+// as U+FFFD on the one line ("the log ends with:<U+FFFD>  | resolving").
+// And status said "run it again with: gpulayer apply --replace" of a
+// launch the plan replaces anyway (launch_incomplete), with "master
+// 127.0.0.1:0" for the rendezvous node 0 never chose.
+func TestStatusAndPlanShowAFailedSetupsLogOnOneReadableLine(t *testing.T) {
+	job := `
+job "train" {
+  nodes    = 1
+  launcher = "plain"
+  setup    = "echo resolving; echo no matching distribution >&2; exit 3"
+  command  = ["sh", "-c", "while :; do sleep 1; done"]
+}
+`
+	_, dir := sandboxJobs(t, 1, job)
+	if code, out, errOut := runCmd(t, "apply", dir, "--auto-approve"); code != 1 || !strings.Contains(errOut, "setup exited with status 3") {
+		t.Fatalf("apply: exit %d\n%s%s", code, out, errOut)
+	}
+	want := "the log ends with: resolving | no matching distribution"
+	code, out, errOut := runCmd(t, "status", dir)
+	if code != 0 || strings.ContainsRune(out, '\uFFFD') || !strings.Contains(out, want) ||
+		strings.Contains(out, "--replace") || !strings.Contains(out, "the next apply launches it again") || strings.Contains(out, "master 127.0.0.1:0") {
+		t.Errorf("status: exit %d, want %q on one line without U+FFFD:\n%s%s", code, want, out, errOut)
+	}
+	code, out, errOut = runCmd(t, "plan", dir)
+	if code != 0 || strings.ContainsRune(out, '\uFFFD') || !strings.Contains(out, "launch_incomplete") || !strings.Contains(out, want) {
+		t.Errorf("plan: exit %d, want %q on one line without U+FFFD:\n%s%s", code, want, out, errOut)
+	}
+}
+
 // cutProxy forwards TCP connections to a machine and, while armed, closes
 // the first connection through which more than after bytes went towards
 // the machine: an SSH connection lost in the middle of what it carries.

@@ -38,7 +38,7 @@ if anyone else saved in the meantime (docs/state.md).`,
 			return forceUnlockRun(opts)
 		},
 	}
-	addStateFlags(cmd, &opts.statePath, nil)
+	addStateFlags(cmd, &opts.statePath, nil, false)
 	return cmd
 }
 

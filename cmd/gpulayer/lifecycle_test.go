@@ -308,6 +308,31 @@ job "quick" {
 	_ = reconcile.EndSucceeded
 }
 
+// TestACommandThatFailsDuringTheStartUpCheckIsNotPromisedAReplacement: a
+// command that exits 5 at once, with no restart left, failed (its run
+// failed, the plan has no changes and says "--replace"). apply's last
+// line said "the next plan replaces them" all the same; it sends the user
+// to the plan, and the plan shows the log's end on one readable line.
+func TestACommandThatFailsDuringTheStartUpCheckIsNotPromisedAReplacement(t *testing.T) {
+	_, dir := sandboxJobs(t, 1, `
+job "quickfail" {
+  nodes         = 1
+  gpus_per_node = 1
+  launcher      = "plain"
+  command       = ["sh", "-c", "echo nope; exit 5"]
+}
+`)
+	code, out, errOut := runCmd(t, "apply", dir, "--auto-approve")
+	if code != 1 || strings.Contains(errOut, "replaces") || !strings.Contains(errOut, "1 job failed to launch (the next plan says whether apply launches it again)") {
+		t.Fatalf("apply: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = runCmd(t, "plan", dir, "--detailed-exitcode")
+	if code != 0 || !strings.Contains(out, "gpulayer apply --replace job.quickfail") || strings.ContainsRune(out, '\uFFFD') ||
+		!strings.Contains(out, "(exit status 5); the log ends with: nope") {
+		t.Errorf("plan: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
 // TestAStalledJobIsRestartedAndOneThatBeatsIsNot: with stall_timeout, a
 // job whose nodes neither log nor touch GPULAYER_HEARTBEAT_FILE for that
 // long has stalled: a failure, restarted by its policy. One that touches

@@ -60,7 +60,7 @@ directory (or --chdir) says how to reach the hosts.`,
 		},
 	}
 	addVarFlags(cmd, &opts.vars)
-	addStateFlags(cmd, &opts.statePath, nil)
+	addStateFlags(cmd, &opts.statePath, nil, true)
 	cmd.Flags().IntVar(&opts.node, "node", -1, "only the node of rank `N`")
 	cmd.Flags().BoolVarP(&opts.follow, "follow", "f", false, "keep printing new lines until every node has ended")
 	cmd.Flags().IntVar(&opts.tail, "tail", 20, "print the last `N` lines of each log first")

@@ -62,7 +62,7 @@ func (in *planInputs) readFacts() (*facts.Document, error) {
 
 func addPlanInputFlags(cmd *cobra.Command, in *planInputs) {
 	addVarFlags(cmd, &in.vars)
-	addStateFlags(cmd, &in.statePath, &in.lockTimeout)
+	addStateFlags(cmd, &in.statePath, &in.lockTimeout, false)
 	cmd.Flags().BoolVar(&in.lock, "lock", true, "hold the state lock while reading state")
 	cmd.Flags().StringArrayVar(&in.targets, "target", nil, "plan only the job `job.NAME` (repeatable)")
 	cmd.Flags().StringArrayVar(&in.replace, "replace", nil, "launch the job `job.NAME` again whatever its state, its restart budgets reset (repeatable)")

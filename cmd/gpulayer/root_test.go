@@ -57,3 +57,25 @@ func TestChdirMissingDirectoryFails(t *testing.T) {
 		t.Fatalf("stderr %q", errOut.String())
 	}
 }
+
+// A command whose help says it changes nothing must not offer --state as
+// "read and write state": users read that as status or wait writing.
+func TestStateFlagHelpSaysWhetherTheCommandWritesState(t *testing.T) {
+	for _, c := range []struct {
+		cmd    string
+		writes bool
+	}{
+		{"status", false}, {"wait", false}, {"logs", false}, {"show", false},
+		{"plan", true}, {"apply", true}, {"destroy", true}, {"watch", true}, {"force-unlock", true},
+	} {
+		io, _, out, _ := iostreams.Test()
+		if code := run([]string{c.cmd, "--help"}, io); code != 0 {
+			t.Fatalf("%s --help: exit %d", c.cmd, code)
+		}
+		writes := strings.Contains(out.String(), "read and write state")
+		reads := strings.Contains(out.String(), "--state FILE") && strings.Contains(out.String(), "read state at the local FILE")
+		if writes != c.writes || (!c.writes && !reads) {
+			t.Errorf("%s --help says of --state: writes %v, reads %v; want writes %v:\n%s", c.cmd, writes, reads, c.writes, out.String())
+		}
+	}
+}

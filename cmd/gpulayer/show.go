@@ -48,7 +48,7 @@ records: each job with its status, run, and nodes (host, address, GPUs, pid).
 			return showRun(opts)
 		},
 	}
-	addStateFlags(cmd, &opts.statePath, nil)
+	addStateFlags(cmd, &opts.statePath, nil, true)
 	addFormatFlags(cmd, &opts.format, &opts.json)
 	return cmd
 }

@@ -65,6 +65,13 @@ what apply would do.`,
 					opts.job = args[0]
 				}
 			case 2:
+				// "status train eval" names two jobs, not a directory
+				// and a job: say so rather than fail to read "train".
+				if fi, err := os.Stat(args[0]); err != nil && !strings.ContainsRune(args[0], '/') {
+					return fmt.Errorf("status shows one JOB or every job: %q is not a directory (gpulayer status [DIR] [JOB])", args[0])
+				} else if err == nil && !fi.IsDir() {
+					return fmt.Errorf("%q is not a directory (gpulayer status [DIR] [JOB])", args[0])
+				}
 				opts.dir, opts.job = args[0], args[1]
 			}
 			opts.environ = os.Environ()
@@ -81,7 +88,7 @@ what apply would do.`,
 		},
 	}
 	addVarFlags(cmd, &opts.vars)
-	addStateFlags(cmd, &opts.statePath, nil)
+	addStateFlags(cmd, &opts.statePath, nil, true)
 	cmd.Flags().BoolVar(&opts.json, "json", false, "print as JSON")
 	cmd.Flags().IntVar(&opts.parallelism, "parallelism", probe.DefaultParallelism, "probe at most `N` hosts at once")
 	cmd.Flags().DurationVar(&opts.timeout, "probe-timeout", probe.DefaultTimeout, "give up on a host's probe after `DURATION`")
@@ -115,7 +122,7 @@ func statusRun(opts *statusOptions) error {
 	}
 	if opts.job != "" && len(jobs) == 0 {
 		if jobKnown(cfg, st, opts.job) {
-			return fmt.Errorf("job %q has not been launched: state records no run of it (gpulayer apply launches it)", opts.job)
+			return fmt.Errorf("job %q has not been launched: state records no run of it (gpulayer plan says whether apply can place it)", opts.job)
 		}
 		return fmt.Errorf("no job %q is declared or recorded in state", opts.job)
 	}

@@ -102,7 +102,7 @@ Exit status:
 		},
 	}
 	addVarFlags(cmd, &opts.vars)
-	addStateFlags(cmd, &opts.statePath, nil)
+	addStateFlags(cmd, &opts.statePath, nil, true)
 	cmd.Flags().DurationVar(&opts.timeout, "timeout", 0, "give up after `DURATION` and exit 2 (0: wait as long as it takes)")
 	cmd.Flags().DurationVar(&opts.interval, "interval", DefaultWaitInterval, "look again every `DURATION` (at least 1s)")
 	cmd.Flags().IntVar(&opts.parallelism, "parallelism", probe.DefaultParallelism, "probe at most `N` hosts at once")

@@ -295,3 +295,58 @@ job "eval" {
 		t.Errorf("wait --help: exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// TestWaitAndStatusOfAWaitingJobDoNotPromiseThatApplyLaunchesIt: a job no
+// group of the fleet can hold (on_unschedulable = "wait") is "waiting" in
+// every plan, and apply leaves it so. wait and status, which do not place
+// jobs, said "gpulayer apply launches it" of it all the same; they send
+// the user to the plan, which says why it waits.
+func TestWaitAndStatusOfAWaitingJobDoNotPromiseThatApplyLaunchesIt(t *testing.T) {
+	_, dir := sandboxJobs(t, 2, `
+policy "one_rack" {
+  group_locality   = "network_group"
+  on_unschedulable = "wait"
+}
+job "big" {
+  policy        = policy.one_rack
+  nodes         = 3
+  gpus_per_node = 1
+  launcher      = "plain"
+  command       = ["sleep", "60"]
+}
+`)
+	code, out, errOut := runCmd(t, "apply", dir, "--auto-approve")
+	if code != 0 || !strings.Contains(out, `job "big" is waiting`) || !strings.Contains(out, "No changes to apply; 1 waiting.") {
+		t.Fatalf("apply: exit %d\n%s%s", code, out, errOut)
+	}
+	t.Chdir(dir)
+	code, out, errOut, _ = timedWait(t, "big", "--timeout", "1s", "--interval", "1s")
+	if code != 2 || strings.Contains(errOut, "apply launches it") || !strings.Contains(errOut, `job "big" pending: not launched yet; gpulayer plan says whether apply can place it`) {
+		t.Errorf("wait big: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = runCmd(t, "status", "big")
+	if code != 1 || strings.Contains(errOut, "apply launches it") || !strings.Contains(errOut, `job "big" has not been launched: state records no run of it (gpulayer plan says whether apply can place it)`) {
+		t.Errorf("status big: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// TestStatusOfTwoJobsSaysItShowsOne: "status multi train" read "multi" as
+// the configuration directory and failed with "Cannot read configuration
+// directory ... Reading multi: no such file or directory".
+func TestStatusOfTwoJobsSaysItShowsOne(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "main.hcl"), `fleet "lab" {
+  host "a1" { address = "10.1.0.11" }
+}
+job "eval" {
+  nodes   = 1
+  command = ["true"]
+}
+`)
+	t.Chdir(dir)
+	code, out, errOut := runCmd(t, "status", "eval", "train")
+	if code != 1 || strings.Contains(errOut, "configuration directory") ||
+		!strings.Contains(errOut, `status shows one JOB or every job: "eval" is not a directory (gpulayer status [DIR] [JOB])`) {
+		t.Errorf("status eval train: exit %d\n%s%s", code, out, errOut)
+	}
+}

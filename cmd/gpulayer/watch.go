@@ -101,7 +101,7 @@ running). --forever runs until interrupted.`,
 		},
 	}
 	addVarFlags(cmd, &opts.in.vars)
-	addStateFlags(cmd, &opts.in.statePath, nil)
+	addStateFlags(cmd, &opts.in.statePath, nil, false)
 	cmd.Flags().DurationVar(&opts.interval, "interval", DefaultWatchInterval, "look at the runs every `DURATION`")
 	cmd.Flags().BoolVar(&untilComplete, "until-complete", false, "exit once every batch job has ended (the default)")
 	cmd.Flags().BoolVar(&opts.forever, "forever", false, "run until interrupted")

@@ -28,9 +28,15 @@ type workspace struct {
 	remote    *config.Backend
 }
 
-// addStateFlags adds --state and --lock-timeout.
-func addStateFlags(cmd *cobra.Command, statePath *string, lockTimeout *time.Duration) {
-	cmd.Flags().StringVar(statePath, "state", "", "read and write state at the local `FILE` (default: the configuration's backend, or DIR/.gpulayer/state.json)")
+// addStateFlags adds --state and --lock-timeout. A command that only
+// reads state (readOnly) says so in --state's help, so that its help does
+// not contradict its own "changes nothing".
+func addStateFlags(cmd *cobra.Command, statePath *string, lockTimeout *time.Duration, readOnly bool) {
+	use := "read and write"
+	if readOnly {
+		use = "read"
+	}
+	cmd.Flags().StringVar(statePath, "state", "", use+" state at the local `FILE` (default: the configuration's backend, or DIR/.gpulayer/state.json)")
 	if lockTimeout != nil {
 		cmd.Flags().DurationVar(lockTimeout, "lock-timeout", 0, "wait up to `DURATION` for the state lock (0: fail at once, naming its holder)")
 	}

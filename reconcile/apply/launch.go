@@ -34,13 +34,27 @@ type LaunchError struct {
 	ExitStatus *int
 }
 
-func (e *LaunchError) Error() string {
+func (e *LaunchError) Error() string { return e.text(false) }
+
+// Line is the error on one line, as state keeps it: status and plan show
+// it inside one line of their own, where a line break is shown as U+FFFD.
+func (e *LaunchError) Line() string { return e.text(true) }
+
+func (e *LaunchError) text(oneLine bool) string {
 	msg := fmt.Sprintf("job %q: node %d on %s: %v", e.Job, e.Rank, e.Host, e.Err)
 	if len(e.LogTail) > 0 {
-		msg += "; the log ends with:\n  | " + strings.Join(e.LogTail, "\n  | ")
+		if oneLine {
+			msg += "; the log ends with: " + strings.Join(e.LogTail, " | ")
+		} else {
+			msg += "; the log ends with:\n  | " + strings.Join(e.LogTail, "\n  | ")
+		}
 	}
 	if e.NotStopped != "" {
-		msg += "\n  the nodes it started on " + e.NotStopped + " could not be stopped: they are kept in state as a leftover, and the next apply or destroy stops them"
+		sep := "\n  "
+		if oneLine {
+			sep = "; "
+		}
+		msg += sep + "the nodes it started on " + e.NotStopped + " could not be stopped: they are kept in state as a leftover, and the next apply or destroy stops them"
 	}
 	return msg
 }
@@ -355,7 +369,7 @@ func (r *run) stopFailed(ctx context.Context, job state.Job, failure *LaunchErro
 	r.sv.update(func(st *state.State) {
 		if j := st.Job(job.Name); j != nil && j.RunID == job.RunID {
 			j.Status = state.JobFailed
-			j.Error = failure.Error()
+			j.Error = failure.Line()
 			if failure.ExitStatus != nil {
 				// The command ran and failed: the run failed, and its
 				// restart policy decides what follows (the next plan).

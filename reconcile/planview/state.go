@@ -103,7 +103,9 @@ func Status(w io.Writer, r *reconcile.StatusReport, where string, opts Options) 
 			word = js.Status
 		}
 		fmt.Fprintf(bw, "%s  %s  run %s", sty.bold.Render(title), statusWord(word, sty), clean(js.RunID))
-		if js.MasterAddr != "" {
+		// Port 0: node 0 never started, so never chose one; there is no
+		// rendezvous to name.
+		if js.MasterAddr != "" && js.MasterPort > 0 {
 			fmt.Fprintf(bw, "  master %s", clean(net.JoinHostPort(js.MasterAddr, strconv.Itoa(js.MasterPort))))
 		}
 		fmt.Fprintln(bw)
@@ -198,10 +200,19 @@ func writeJobState(bw *bufio.Writer, js reconcile.JobStatus, now time.Time) {
 		fmt.Fprintf(bw, "  error: %s\n", clean(errFirst))
 		writeIndentedLines(bw, errMore)
 	}
-	if failedNow {
+	switch {
+	case failedNow && js.EndReason == "" && strings.HasPrefix(js.Message, launchFailed):
+		// A launch that failed before its processes ran is launched
+		// again by the next apply (launch_incomplete), --replace or not.
+		fmt.Fprintf(bw, "  the next apply launches it again (gpulayer plan: launch_incomplete)\n")
+	case failedNow:
 		fmt.Fprintf(bw, "  run it again with: gpulayer apply --replace job.%s\n", clean(js.Job))
 	}
 }
+
+// launchFailed begins the message of a job whose launch failed before its
+// processes ran (reconcile.JudgeJob).
+const launchFailed = "the launch failed: "
 
 // budgetWords is "1/2", or "1/unlimited".
 func budgetWords(b reconcile.Budget) string {
