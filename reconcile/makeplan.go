@@ -518,20 +518,30 @@ func hostList(nodes []state.Node) string {
 }
 
 // splitLogTail parts a recorded launch error into its sentence and the
-// log lines apply put under it ("; the log ends with:" then a "  | "
-// line each, both dropped here): a reason's message is one line, and its
-// log its LogTail, as every renderer expects.
+// log lines under it: a gpulayer before 2026-12-03 kept the error as
+// apply prints it ("; the log ends with:" then a "  | " line each, and a
+// line about nodes not stopped), where one line is expected by every
+// renderer (today's apply keeps it on one line, and then this returns it
+// as it is). The log lines become the tail; other lines stay in the
+// sentence, after "; ".
 func splitLogTail(err string) (string, []string) {
-	first, rest, _ := strings.Cut(err, "\n")
+	first, rest, found := strings.Cut(err, "\n")
+	if !found {
+		return err, nil
+	}
 	var tail []string
 	for l := range strings.SplitSeq(rest, "\n") {
-		l = strings.TrimPrefix(strings.TrimLeft(l, " "), "| ")
-		if l != "" {
-			tail = append(tail, l)
+		l = strings.TrimSpace(l)
+		switch {
+		case l == "" || l == "|":
+		case strings.HasPrefix(l, "| "):
+			tail = append(tail, strings.TrimPrefix(l, "| "))
+		default:
+			first += "; " + l
 		}
 	}
 	if len(tail) > 0 {
-		first = strings.TrimSuffix(first, "; the log ends with:")
+		first = strings.Replace(first, "; the log ends with:", "", 1)
 	}
 	return first, tail
 }

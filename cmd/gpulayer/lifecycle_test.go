@@ -412,12 +412,12 @@ job "bad" {
 	}
 }
 
-// TestStatusShowsAFailedLaunchsLogUnderItsLastFailure: a job whose command
-// dies at start fails its launch; status then names the failure on one
-// line and prints the log's last lines under it, each on its own line,
-// as apply did, not folded into the line with a replacement character
-// where each newline was; so does the next plan.
-func TestStatusShowsAFailedLaunchsLogUnderItsLastFailure(t *testing.T) {
+// TestStatusAndPlanShowACommandThatDiesAtStartReadably: a job whose
+// command dies at start fails its launch; status's last failure and the
+// next plan's failed run say so on one line with the log's last lines
+// ("the log ends with: a | b"), and the node's log a line each under it,
+// with no replacement character where a newline was.
+func TestStatusAndPlanShowACommandThatDiesAtStartReadably(t *testing.T) {
 	job := `
 job "dies" {
   nodes         = 1
@@ -430,23 +430,14 @@ job "dies" {
 	if code, out, errOut := runCmd(t, "apply", dir, "--auto-approve"); code == 0 || !strings.Contains(errOut, "| last words") {
 		t.Fatalf("apply of a command that dies at start: exit %d\n%s%s", code, out, errOut)
 	}
-	_, out, _ := runCmd(t, "status", dir)
-	if strings.Contains(out, "\uFFFD") {
-		t.Errorf("status folds the log into one line:\n%s", out)
-	}
-	lines := strings.Split(out, "\n")
-	at := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, "last failure: ") })
-	log := slices.IndexFunc(lines, func(l string) bool { return strings.TrimSpace(l) == "| first words" })
-	if at < 0 || !strings.Contains(lines[at], "(exit status 3) (run ") || log < at || log+1 >= len(lines) || strings.TrimSpace(lines[log+1]) != "| last words" {
-		t.Errorf("status, want the last failure and the log's lines under it:\n%s", out)
-	}
-	// The next plan shows the failed run the same way: the sentence,
-	// then the node's end and its log's lines.
-	_, out, _ = runCmd(t, "plan", dir)
-	lines = strings.Split(out, "\n")
-	at = slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, `job "dies" failed`) })
-	if strings.Contains(out, "\uFFFD") || at < 0 || at+3 >= len(lines) || !strings.HasSuffix(lines[at], "(exit status 3)") ||
-		strings.TrimSpace(lines[at+2]) != "| first words" || strings.TrimSpace(lines[at+3]) != "| last words" {
-		t.Errorf("plan, want the failure and then the log's lines:\n%s", out)
+	const said = "(exit status 3); the log ends with: first words | last words"
+	for _, args := range [][]string{{"status", dir}, {"plan", dir}} {
+		_, out, _ := runCmd(t, args...)
+		lines := strings.Split(out, "\n")
+		at := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, said) })
+		log := slices.IndexFunc(lines, func(l string) bool { return strings.TrimSpace(l) == "| first words" })
+		if strings.Contains(out, "\uFFFD") || at < 0 || log < at || log+1 >= len(lines) || strings.TrimSpace(lines[log+1]) != "| last words" {
+			t.Errorf("%s: want %q on one line, then the node's log a line each:\n%s", args[0], said, out)
+		}
 	}
 }
