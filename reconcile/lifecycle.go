@@ -90,12 +90,7 @@ func (pl *planner) lifecycle(v *verdict) bool {
 		}
 	}
 	if j.Ended() {
-		// A failed launch's error goes on with its node's log, which the
-		// node's end carries too: the report's message is the sentence.
 		rep.Message = j.Error
-		if first, tail := splitLogTail(j.Error); len(tail) > 0 && slices.ContainsFunc(rep.Nodes, func(e state.NodeEnd) bool { return len(e.LogTail) > 0 }) {
-			rep.Message = first
-		}
 		if j.Status == state.JobSucceeded {
 			rep.Message = fmt.Sprintf("%d/%d nodes exited 0", len(rep.Nodes), len(j.Nodes))
 		}

@@ -280,11 +280,10 @@ func (pl *planner) checkPrior(v *verdict) {
 	}
 	if j.Status != state.JobRunning {
 		msg := "the last apply left the job " + j.Status
-		first, tail := splitLogTail(j.Error)
-		if first != "" {
-			msg += ": " + first
+		if j.Error != "" {
+			msg += ": " + j.Error
 		}
-		reasons = append(reasons, Reason{Code: ReasonLaunchIncomplete, Message: msg, LogTail: tail})
+		reasons = append(reasons, Reason{Code: ReasonLaunchIncomplete, Message: msg})
 	}
 	for i, n := range j.Nodes {
 		rank := n.Rank
@@ -515,33 +514,4 @@ func hostList(nodes []state.Node) string {
 		}
 	}
 	return strings.Join(hosts, ", ")
-}
-
-// splitLogTail parts a recorded launch error into its sentence and the
-// log lines under it: a gpulayer before 2026-12-03 kept the error as
-// apply prints it ("; the log ends with:" then a "  | " line each, and a
-// line about nodes not stopped), where one line is expected by every
-// renderer (today's apply keeps it on one line, and then this returns it
-// as it is). The log lines become the tail; other lines stay in the
-// sentence, after "; ".
-func splitLogTail(err string) (string, []string) {
-	first, rest, found := strings.Cut(err, "\n")
-	if !found {
-		return err, nil
-	}
-	var tail []string
-	for l := range strings.SplitSeq(rest, "\n") {
-		l = strings.TrimSpace(l)
-		switch {
-		case l == "" || l == "|":
-		case strings.HasPrefix(l, "| "):
-			tail = append(tail, strings.TrimPrefix(l, "| "))
-		default:
-			first += "; " + l
-		}
-	}
-	if len(tail) > 0 {
-		first = strings.Replace(first, "; the log ends with:", "", 1)
-	}
-	return first, tail
 }

@@ -180,12 +180,8 @@ func writeJobState(bw *bufio.Writer, js reconcile.JobStatus, now time.Time) {
 		if f.EndReason != "" {
 			line += f.EndReason + ": "
 		}
-		// A failed launch's message goes on with the log's last lines,
-		// one "  | " line each: they are printed under it, not folded
-		// into the one line (where clean would show each newline as �).
-		msg, more, _ := strings.Cut(f.Message, "\n")
-		if msg != "" {
-			line += msg
+		if f.Message != "" {
+			line += f.Message
 		} else {
 			line += f.State
 		}
@@ -194,11 +190,9 @@ func writeJobState(bw *bufio.Writer, js reconcile.JobStatus, now time.Time) {
 			line += ", ended" + agoWords(f.EndedAt, now)
 		}
 		fmt.Fprintf(bw, "  %s)\n", clean(line))
-		writeIndentedLines(bw, more)
 	}
-	if errFirst, errMore, _ := strings.Cut(js.Error, "\n"); errFirst != "" && !strings.Contains(js.Message, errFirst) && (js.LastFailure == nil || !strings.Contains(js.LastFailure.Message, errFirst)) {
-		fmt.Fprintf(bw, "  error: %s\n", clean(errFirst))
-		writeIndentedLines(bw, errMore)
+	if js.Error != "" && !strings.Contains(js.Message, js.Error) && (js.LastFailure == nil || !strings.Contains(js.LastFailure.Message, js.Error)) {
+		fmt.Fprintf(bw, "  error: %s\n", clean(js.Error))
 	}
 	switch {
 	case failedNow && js.EndReason == "" && strings.HasPrefix(js.Message, launchFailed):
@@ -247,14 +241,4 @@ func writeRunHistory(bw *bufio.Writer, runs []reconcile.RunStatus) {
 		rows = append(rows, []string{id, "launched " + run.LaunchedAt.UTC().Format(time.RFC3339), ended, clean(how), clean(strings.Join(nodes, ", "))})
 	}
 	writeColumns(bw, "    ", rows)
-}
-
-// writeIndentedLines prints the lines of text that follow a message's
-// first (a failed launch's log, "| " a line) under it, one a line.
-func writeIndentedLines(bw *bufio.Writer, text string) {
-	for l := range strings.SplitSeq(text, "\n") {
-		if l = strings.TrimSpace(l); l != "" {
-			fmt.Fprintf(bw, "    %s\n", clean(l))
-		}
-	}
 }

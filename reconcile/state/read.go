@@ -127,6 +127,7 @@ func decode(path string, data []byte) (*State, error) {
 	if err := check(s); err != "" {
 		return nil, &UnreadableError{Path: path, Problem: err}
 	}
+	oneLineErrors(s)
 	if s.Jobs == nil {
 		s.Jobs = []Job{}
 	}
