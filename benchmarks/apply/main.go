@@ -92,6 +92,7 @@ func drive(args []string) error {
 	shell := fs.String("shell", sandbox.InProcess, "the sandbox machines' shell (as gpulayer sandbox --shell)")
 	bin := fs.String("gpulayer", "", "the gpulayer binary (default: built from this checkout)")
 	before := fs.String("before", "", "another gpulayer `binary` (an older build) run in the same rounds, in turn with the others, as client gpulayer-before")
+	check := fs.Bool("check", false, "also run gpulayer with the job's start_check at its default (300 ms), as client gpulayer-check")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -128,11 +129,21 @@ func drive(args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "bench.hcl"), []byte(fmt.Sprintf(`job "applybench" {
+	// start_check is 0 for the comparison with pdsh, which starts the
+	// command and watches nothing (gpulayer then reports a node once its
+	// leader leads its session); -check adds a client with the default
+	// (300 ms), whose wait is the job's.
+	if err := os.WriteFile(filepath.Join(dir, "bench.hcl"), []byte(fmt.Sprintf(`variable "start_check" {
+  type    = string
+  default = "0s"
+}
+
+job "applybench" {
   nodes         = %d
   gpus_per_node = 1
   launcher      = "plain"
   stop_timeout  = "30s"
+  start_check   = var.start_check
   command       = ["sleep", "600"]
 }
 `, len(machines))), 0o644); err != nil {
@@ -152,6 +163,9 @@ func drive(args []string) error {
 	if *before != "" {
 		fmt.Printf("# gpulayer-before: %s\n", *before)
 		clients = append(clients, gpulayerClient{label: "gpulayer-before", bin: *before, dir: dir, par: *par})
+	}
+	if *check {
+		clients = append(clients, gpulayerClient{label: "gpulayer-check", bin: *bin, dir: dir, par: *par, startCheck: "300ms"})
 	}
 	var all []result
 	for round := 0; round <= *rounds; round++ {
@@ -336,6 +350,9 @@ type gpulayerClient struct {
 	label    string
 	bin, dir string
 	par      int
+	// startCheck is the job's start_check (--var); "" leaves the
+	// configuration's, 0s.
+	startCheck string
 }
 
 func (g gpulayerClient) name() string   { return g.label }
@@ -346,8 +363,11 @@ func (g gpulayerClient) run(what string) (float64, string, error) {
 	if what == "stop" {
 		verb = "destroy"
 	}
-	cmd := exec.Command(g.bin, verb, "--auto-approve", "--no-color", "--node-parallelism", strconv.Itoa(g.par), g.dir)
-	return runCommand(cmd)
+	args := []string{verb, "--auto-approve", "--no-color", "--node-parallelism", strconv.Itoa(g.par)}
+	if g.startCheck != "" {
+		args = append(args, "--var", "start_check="+g.startCheck)
+	}
+	return runCommand(exec.Command(g.bin, append(args, g.dir)...))
 }
 
 type pdshClient struct {
@@ -485,6 +505,9 @@ func summarize(w io.Writer, rs []result, before bool) {
 	names := []string{"gpulayer"}
 	if before {
 		names = append(names, "gpulayer-before")
+	}
+	if len(groups[key{"start", "gpulayer-check"}]) > 0 {
+		names = append(names, "gpulayer-check")
 	}
 	fmt.Fprintf(w, "\n# medians over %d rounds (cpu: the client's own + the sandbox's meanwhile; ratio: median of the rounds' ratios to pdsh)\n%-8s  %-16s  %-10s  %-10s  %-20s  %s\n",
 		len(groups[key{"start", "gpulayer"}]), "what", "client", "wall", "ratio", "cpu", "load1")

@@ -13,7 +13,8 @@ import (
 // CheckScript is the sh script that says whether a node's process still
 // runs (same pid, same start time) and, when it does not, its exit
 // status and the last lines of its log. It watches the process for up to
-// wait, at intervals growing from 10 ms, and answers as soon as the
+// wait, first 300 ms after the script starts and then every half a
+// second (the last look cut to what is left of wait), and answers as soon as the
 // process has ended, or once wait has passed with it running (at once
 // for a wait of 0). It prints
 //

@@ -43,7 +43,10 @@ func ClaimName(index int, uuid string) string {
 // before writing any, so a node claims all its GPUs or none; starts the
 // leader (startLeader, which reads $gpulayer_log and $gpulayer_port);
 // writes the claims naming the leader; and releases the lock (closes the
-// descriptor: the leader does not inherit it). The claims are written
+// descriptor: the leader does not inherit it). Where the leader starts
+// through perl ($gpulayer_perl), perl inherits the descriptor, writes the
+// claims naming itself (the leader) and closes it before the command
+// starts (leaderPl); this shell only closes its own copy. The claims are written
 // only once the leader runs: another launch can read them only under the
 // lock, which this one holds from its check to its write, so there is no
 // moment a claim naming a process that is not the node's must cover.
@@ -103,10 +106,12 @@ while [ $# -ge 2 ]; do
 done
 `
 
-const claimEpilogue = `gpulayer_pid=$!
-# The leader may have ended already; then its claims are stale at once.
-gpulayer_startof "$gpulayer_pid" || gpulayer_started=0
-# shellcheck disable=SC2086
-gpulayer_claim "$gpulayer_pid" "$gpulayer_started" $gpulayer_gpus
+const claimEpilogue = `# perl's leader wrote its claims itself (leaderPl).
+if [ -z "$gpulayer_perl" ]; then
+	# The leader may have ended already; then its claims are stale at once.
+	gpulayer_startof "$gpulayer_pid" || gpulayer_started=0
+	# shellcheck disable=SC2086
+	gpulayer_claim "$gpulayer_pid" "$gpulayer_started" $gpulayer_gpus
+fi
 exec 9>&-
 `

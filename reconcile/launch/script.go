@@ -43,7 +43,6 @@ func Script(n Node) string {
 	w("[ -n \"$HOME\" ] && [ -d \"$HOME\" ] || gpulayer_fail home 'the login has no home directory'\n")
 	w("cd \"$HOME\" || gpulayer_fail home 'cannot enter the home directory'\n")
 	w("gpulayer_dir=%s\n", ssh.Quote(RunsDir+"/"+n.Job+"/"+n.RunID))
-	w("mkdir -p \"$gpulayer_dir\" || gpulayer_fail rundir \"cannot create $HOME/$gpulayer_dir\"\n")
 	w("gpulayer_log=\"$HOME/$gpulayer_dir/node-%d.log\"\n", n.Rank)
 	w("gpulayer_exit=\"$HOME/$gpulayer_dir/node-%d.exit\"\n", n.Rank)
 	// What a launch of this node tried before left (forking rm only
@@ -81,39 +80,54 @@ func Script(n Node) string {
 	// tens (on 64 nodes of a busy machine, seconds of CPU); perl-base is
 	// part of every Debian and Ubuntu install. It starts the session
 	// itself (setsid(2)), so no setsid(1) is executed on its way.
+	sw("gpulayer_perl=\n")
 	sw("if command -v perl >/dev/null 2>&1; then\n")
+	sw("\tgpulayer_perl=1\n")
 	// PERL_BADLANG=0 keeps perl's warning about a locale the machine
 	// lacks out of the log, and out of the job's environment.
 	badlang, popBad := "PERL_BADLANG=0 ", popBadlang
 	if _, own := n.Spec.Env["PERL_BADLANG"]; own {
 		badlang, popBad = "", ""
 	}
-	perl := func(vars, code string) {
-		sw("\t\t%sperl -e %s sh -c %s </dev/null >\"$gpulayer_log\" 2>&1 9>&- &\n", vars, ssh.Quote(code), leader)
+	// perl starts the leader and answers once it is ready (leaderPl),
+	// making the run directory, the log and the claims with no process
+	// of their own: four fewer per node (mkdir, mv, readlink, and mv again
+	// for each further GPU) than the sh below does it with, and no sleep
+	// while the leader starts its session.
+	perl := func(vars, pops string) {
+		sw("\t\tgpulayer_leader=$(%sperl -e %s \"$gpulayer_log\" \"$gpulayer_claims\" \"$gpulayer_gpus\" \"$gpulayer_lineage $gpulayer_job $gpulayer_run $gpulayer_rank\" sh -c %s </dev/null)\n",
+			vars, ssh.Quote(leaderPl(pops)), leader)
 	}
+	mkdir := "\tmkdir -p \"$gpulayer_dir\" || gpulayer_fail rundir \"cannot create $HOME/$gpulayer_dir\"\n"
 	// PERL5OPT (the job's, or the machine's) would give the leader's perl
 	// its switches: a -M of a module it lacks, -d, and the node never
 	// starts, for a command that may not be perl at all. perl starts
 	// without it and puts it back before the exec, so the command gets
 	// it as it was.
 	sw("\tif [ -n \"${PERL5OPT+x}\" ]; then\n")
-	perl("GPULAYER_PERL5OPT=$PERL5OPT PERL5OPT= "+badlang, subreaperPl+popPerl5opt+popBad+execRestPl)
+	perl("GPULAYER_PERL5OPT=$PERL5OPT PERL5OPT= "+badlang, popPerl5opt+popBad)
 	sw("\telse\n")
-	perl(badlang, subreaperPl+popBad+execRestPl)
+	perl(badlang, popBad)
 	sw("\tfi\n")
+	sw("%s", perlStartedScript)
 	sw("elif command -v python3 >/dev/null 2>&1; then\n")
+	sw("%s", mkdir)
 	if _, own := n.Spec.Env["PYTHONCOERCECLOCALE"]; own {
 		sw("\tsetsid python3 -s -S -c %s sh -c %s </dev/null >\"$gpulayer_log\" 2>&1 9>&- &\n", ssh.Quote(subreaperPy+execRest), leader)
 	} else {
 		sw("\tPYTHONCOERCECLOCALE=0 setsid python3 -s -S -c %s sh -c %s </dev/null >\"$gpulayer_log\" 2>&1 9>&- &\n", ssh.Quote(subreaperPy+popCoerce+execRest), leader)
 	}
+	sw("\tgpulayer_pid=$!\n")
 	sw("else\n")
+	sw("%s", mkdir)
 	sw("\tsetsid sh -c %s </dev/null >\"$gpulayer_log\" 2>&1 9>&- &\n", leader)
+	sw("\tgpulayer_pid=$!\n")
 	sw("fi\n")
 	if len(n.GPUs) == 0 {
-		// A CPU-only node claims no GPU.
+		// A CPU-only node claims no GPU (and nothing from the job's
+		// environment or the login's names claims for perl to write).
+		w("gpulayer_claims= gpulayer_gpus=\n")
 		w("%s", start.String())
-		w("gpulayer_pid=$!\n")
 	} else {
 		// Its GPUs are claimed on the machine, all or none, before the
 		// node starts, so that a launch of another configuration racing
@@ -147,8 +161,11 @@ func Script(n Node) string {
 	w("IFS= read -r gpulayer_boot </proc/sys/kernel/random/boot_id 2>/dev/null || :\n")
 	// The pid namespace, with the boot id, tells machines that share one
 	// kernel's processes: the sandbox's, containers of one host.
-	w("gpulayer_pidns=$(readlink /proc/self/ns/pid 2>/dev/null) || gpulayer_pidns=\n")
-	w("case $gpulayer_pidns in pid:\\[[0-9]*\\]) ;; *) gpulayer_pidns=- ;; esac\n")
+	// perl reported it with the leader's pid.
+	w("if [ -z \"$gpulayer_perl\" ]; then\n")
+	w("\tgpulayer_pidns=$(readlink /proc/self/ns/pid 2>/dev/null) || gpulayer_pidns=\n")
+	w("\tcase $gpulayer_pidns in pid:\\[[0-9]*\\]) ;; *) gpulayer_pidns=- ;; esac\n")
+	w("fi\n")
 	w("printf 'gpulayer-launch:ok %%s %%s %%s %%s %%s\\n' \"$gpulayer_pid\" \"$gpulayer_start\" \"${gpulayer_boot:--}\" \"$gpulayer_port\" \"$gpulayer_pidns\"\n")
 	w("%s", startCheckScript(n.StartCheck, true))
 	return b.String()
@@ -156,17 +173,18 @@ func Script(n Node) string {
 
 // startCheckScript is the end of a launch script: it watches the node's
 // leader ($gpulayer_pid, $gpulayer_start) from its start for wait, first
-// 100 ms after it, then at intervals tripling up to half a second (the
-// last cut to what is left of wait), and prints a check's report (see
-// CheckScript) as soon as it has seen the leader end, or once wait has
-// passed with it running. Each interval is a sleep(1), a fork and an
-// exec: on a machine starting many nodes they are what the check costs,
-// so the default 300 ms takes two (100 + 200 ms), where a first look at
-// 10 ms took four and caught nothing more (a command that fails at once
-// takes a tenth of a second or more to start and fail; a missing one is
-// refused before the start). The launch's session thus carries its own
-// confirmation: no second session per node, and no fixed wait before the
-// first look.
+// 300 ms after it, then every half a second (the last look cut to what
+// is left of wait), and prints a check's report (see CheckScript) as
+// soon as it has seen the leader end, or once wait has passed with it
+// running. Each interval is a sleep(1), a fork and an exec: on a machine
+// starting many nodes they are what the check costs, so the default
+// 300 ms takes one. Looks at 100 and 300 ms (two sleeps) or from 10 ms
+// (four) caught nothing sooner that matters: a command that fails at
+// once takes a tenth to a third of a second to start and fail on a busy
+// machine (a missing one is refused before the start), and its failure
+// is then reported at most 0.2 s later, on a path that goes on to stop
+// the job. The launch's session thus carries its own confirmation: no
+// second session per node, and no fixed wait before the first look.
 //
 // With session, a leader found running is waited for (up to a second)
 // until it leads its own session: perl calls setsid(2) a few
@@ -176,7 +194,7 @@ func Script(n Node) string {
 func startCheckScript(wait time.Duration, session bool) string {
 	s := sleepMsFunc + boundedFunc + fmt.Sprintf(`gpulayer_wait_ms=%d
 gpulayer_waited=0
-gpulayer_step=100
+gpulayer_step=300
 while :; do
 %s	if [ -z "$gpulayer_alive" ] || [ "$gpulayer_waited" -ge "$gpulayer_wait_ms" ]; then
 		break
@@ -184,8 +202,7 @@ while :; do
 	[ "$gpulayer_step" -le $((gpulayer_wait_ms - gpulayer_waited)) ] || gpulayer_step=$((gpulayer_wait_ms - gpulayer_waited))
 	gpulayer_sleep_ms "$gpulayer_step"
 	gpulayer_waited=$((gpulayer_waited + gpulayer_step))
-	gpulayer_step=$((gpulayer_step * 3))
-	[ "$gpulayer_step" -le 500 ] || gpulayer_step=500
+	gpulayer_step=500
 done
 `, wait.Milliseconds(), indent(aliveVarsScript))
 	if session {
@@ -275,6 +292,95 @@ except Exception:
 	execRest = `os.execvp(sys.argv[1], sys.argv[1:])
 `
 )
+
+// leaderPl is the perl that starts a node's leader: it takes the node's
+// log, the claims directory, the GPUs to claim (NAME INDEX pairs, none for
+// a CPU-only node) and the claims' words before the holder (LINEAGE JOB
+// RUN RANK), then the leader's command line. It forks the leader and
+// prints, once the leader is ready, "PID PID_NAMESPACE" (- when unknown),
+// or "error KIND MESSAGE" when it could not start it; the launch reads
+// that line (perlStartedScript). So the launch goes on when the leader
+// leads its session, with no sleep to wait for it.
+//
+// The leader, before it execs the command line: makes the log's
+// directory (mkdir -p, with the launch's umask) and opens the log as its
+// standard output and error; writes each GPU's claim naming itself (pid
+// and start time), to a file renamed into place; closes descriptor 9, the
+// claims' lock the launch holds (released when the launch closes its own
+// copy); starts its session and becomes a subreaper (subreaperPl); and
+// drops what was set only for perl (pops). A failure stops it before the
+// command starts, its claims unwritten.
+func leaderPl(pops string) string {
+	return `my ($gl_log, $gl_claims, $gl_gpus, $gl_head) = splice(@ARGV, 0, 4);
+pipe(my $gl_r, my $gl_w) or do { print "error leader cannot make a pipe: $!\n"; exit 1 };
+my $gl_pid = fork();
+defined $gl_pid or do { print "error leader cannot fork: $!\n"; exit 1 };
+if ($gl_pid) {
+	close($gl_w);
+	my $m = <$gl_r>;
+	if (!defined $m) {
+		print "error leader the leader ended before it was ready\n";
+	} elsif ($m =~ /^error /) {
+		print $m;
+	} else {
+		print "$gl_pid $m";
+	}
+	exit 0;
+}
+close($gl_r);
+sub gl_fail {
+	syswrite($gl_w, "error $_[0] $_[1]\n");
+	exit 1;
+}
+sub gl_mkdir {
+	my $d = shift;
+	return if -d $d;
+	(my $up = $d) =~ s{/+[^/]*/*$}{};
+	gl_mkdir($up) if $up ne "" && $up ne $d;
+	mkdir $d;
+}
+(my $gl_dir = $gl_log) =~ s{/[^/]*$}{};
+gl_mkdir($gl_dir);
+-d $gl_dir or gl_fail("rundir", "cannot create $gl_dir");
+open(STDOUT, ">", $gl_log) or gl_fail("rundir", "cannot write $gl_log");
+open(STDERR, ">&", \*STDOUT) or gl_fail("rundir", "cannot write $gl_log");
+if ($gl_gpus ne "") {
+	my $st = "";
+	if (open(my $s, "<", "/proc/self/stat")) { $st = <$s>; close($s); }
+	$st =~ s/^.*\) //s;
+	my $start = (split(/ /, $st))[19];
+	$start = 0 unless defined $start && $start =~ /^[0-9]+$/;
+	my @g = split(/ /, $gl_gpus);
+	for (my $i = 0; $i + 1 < @g; $i += 2) {
+		my ($t, $f) = ("$gl_claims/.$g[$i].$$", "$gl_claims/$g[$i]");
+		my $c;
+		(open($c, ">", $t) and print($c "v1 $gl_head $$ $start\n") and close($c) and rename($t, $f))
+			or gl_fail("claim", "cannot write $f");
+	}
+}
+if (open(my $lock, ">&=", 9)) { close($lock); }
+my $gl_ns = readlink("/proc/self/ns/pid");
+$gl_ns = "-" unless defined $gl_ns && $gl_ns =~ /^pid:\[[0-9]+\]$/;
+` + subreaperPl + pops + `syswrite($gl_w, "$gl_ns\n");
+close($gl_w);
+` + execRestPl
+}
+
+// perlStartedScript reads what leaderPl printed into $gpulayer_pid and
+// $gpulayer_pidns, or fails the launch with its error.
+const perlStartedScript = `	case $gpulayer_leader in
+	'error '*)
+		gpulayer_leader=${gpulayer_leader#error }
+		gpulayer_fail "${gpulayer_leader%% *}" "${gpulayer_leader#* }"
+		;;
+	esac
+	# shellcheck disable=SC2086 # PID PID_NAMESPACE
+	set -- $gpulayer_leader
+	gpulayer_pid=$1 gpulayer_pidns=${2:--}
+	case $gpulayer_pid in
+	'' | *[!0-9]*) gpulayer_fail leader "perl did not start the leader (it printed: $gpulayer_leader)" ;;
+	esac
+`
 
 func orDash(s string) string {
 	if s == "" {

@@ -1,0 +1,216 @@
+package launch
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// launchTools are the programs a launch, its leader and the tests' jobs
+// run: a machine's PATH without perl (or python3) has these.
+var launchTools = []string{"mkdir", "flock", "mv", "readlink", "grep", "setsid", "rm", "sleep", "head", "tail", "timeout", "cat", "env", "true"}
+
+// leaderPath is a PATH of the tools alone, without perl, and with python3
+// only when withPython (the real interpreter, not a version manager's
+// shim, which needs a PATH of its own): where the leader starts through
+// python3, or through sh and setsid(1) alone.
+func leaderPath(t *testing.T, sh shell, withPython bool) string {
+	t.Helper()
+	dir := t.TempDir()
+	link := func(name, target string) {
+		if err := os.Symlink(target, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tool := range launchTools {
+		path, err := exec.LookPath(tool)
+		if err != nil {
+			t.Skipf("%s is not installed", tool)
+		}
+		link(tool, path)
+	}
+	if withPython {
+		realPython3(t)
+		out, err := exec.Command("python3", "-s", "-S", "-c", "import sys; print(sys.executable)").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		link("python3", strings.TrimSpace(string(out)))
+	}
+	if sh.bin != "" {
+		return sh.bin + string(os.PathListSeparator) + dir
+	}
+	shPath, err := exec.LookPath("sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	link("sh", shPath)
+	return dir
+}
+
+// runScriptWithPath runs a script as runScriptIn does, with PATH path.
+func runScriptWithPath(t *testing.T, path, home, script string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, strings.SplitN(path, string(os.PathListSeparator), 2)[0]+"/sh", "-s")
+	cmd.Stdin = strings.NewReader(script)
+	cmd.Env = []string{"HOME=" + home, "PATH=" + path}
+	cmd.WaitDelay = 2 * time.Second
+	out, err := cmd.CombinedOutput()
+	if err != nil && ctx.Err() != nil {
+		t.Fatalf("script did not finish: %v\n%s", err, out)
+	}
+	return out
+}
+
+// ownPIDNamespace is this process's pid namespace, as a launch reports
+// it.
+func ownPIDNamespace(t *testing.T) string {
+	t.Helper()
+	ns, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil {
+		t.Skipf("no pid namespace link: %v", err)
+	}
+	return ns
+}
+
+// TestEachLeaderStartsTheNodeAndClaimsItsGPUs: whichever way the
+// machine starts a node's leader (perl, which makes the run directory,
+// the log and the claims itself; python3; or sh and setsid(1) alone),
+// the launch reports the leader's pid, start time and pid namespace, the
+// leader leads its session and group, the node's log and claims name it,
+// and a second configuration asking for its GPU is refused.
+func TestEachLeaderStartsTheNodeAndClaimsItsGPUs(t *testing.T) {
+	if _, err := exec.LookPath("perl"); err != nil {
+		t.Skip("perl is not installed")
+	}
+	ns := ownPIDNamespace(t)
+	eachShell(t, func(t *testing.T, sh shell) {
+		for _, leader := range []string{"perl", "python3", "sh"} {
+			t.Run(leader, func(t *testing.T) {
+				path := os.Getenv("PATH")
+				if sh.bin != "" {
+					path = sh.bin + string(os.PathListSeparator) + path
+				}
+				if leader != "perl" {
+					path = leaderPath(t, sh, leader == "python3")
+				}
+				home := t.TempDir()
+				n := node("sh", "-c", "echo started; exec sleep 300")
+				n.Lineage = "11111111-1111-4111-8111-111111111111"
+				out := runScriptWithPath(t, path, home, Script(n))
+				started, err := ParseStarted(out)
+				if err != nil {
+					t.Fatalf("%v\n%s", err, out)
+				}
+				defer syscall.Kill(-started.PID, syscall.SIGKILL)
+				if !started.Check.Alive || started.StartTime == 0 || started.PIDNamespace != ns {
+					t.Errorf("started %+v, want alive with pid namespace %s\n%s", started, ns, out)
+				}
+				if got := procStartTime(t, started.PID); got != started.StartTime {
+					t.Errorf("start time %d, the process's is %d", started.StartTime, got)
+				}
+				if sid, _, _ := syscall.RawSyscall(syscall.SYS_GETSID, uintptr(started.PID), 0, 0); int(sid) != started.PID {
+					t.Errorf("the leader %d is in session %d, not its own", started.PID, sid)
+				}
+				for _, gpu := range n.GPUUUIDs {
+					claim, err := os.ReadFile(filepath.Join(home, ClaimsDir, gpu))
+					want := "v1 " + n.Lineage + " train r0123456789abcdef 1 " + strconv.Itoa(started.PID) + " " + strconv.FormatUint(started.StartTime, 10) + "\n"
+					if err != nil || string(claim) != want {
+						t.Errorf("claim of %s: %q %v, want %q", gpu, claim, err, want)
+					}
+				}
+				if left, _ := filepath.Glob(filepath.Join(home, ClaimsDir, ".*.*")); len(left) > 0 {
+					t.Errorf("temporary claim files left: %v", left)
+				}
+				log := filepath.Join(home, LogPath(n.Job, n.RunID, n.Rank))
+				waitFor(t, "the node's log", func() bool {
+					b, _ := os.ReadFile(log)
+					return string(b) == "started\n"
+				})
+				if fi, err := os.Stat(filepath.Dir(log)); err != nil || fi.Mode().Perm() != 0o700 {
+					t.Errorf("run directory: %v %v, want mode 0700", fi, err)
+				}
+
+				other := node("sleep", "300")
+				other.Job, other.RunID, other.Lineage = "other", "rfedcba9876543210", "22222222-2222-4222-8222-222222222222"
+				out = runScriptWithPath(t, path, home, Script(other))
+				var le *LaunchError
+				if _, err := ParseStarted(out); !errors.As(err, &le) || le.Kind != "claimed" {
+					t.Errorf("a second configuration on the same GPUs: %v\n%s", err, out)
+				}
+			})
+		}
+	})
+}
+
+// TestALeaderThatCannotMakeItsLogFailsTheLaunch: where the node's run
+// directory cannot be made (here a file stands in its way), the launch
+// fails with kind rundir, starts nothing and claims nothing, however the
+// leader starts.
+func TestALeaderThatCannotMakeItsLogFailsTheLaunch(t *testing.T) {
+	eachShell(t, func(t *testing.T, sh shell) {
+		for _, leader := range []string{"perl", "sh"} {
+			t.Run(leader, func(t *testing.T) {
+				path := os.Getenv("PATH")
+				if sh.bin != "" {
+					path = sh.bin + string(os.PathListSeparator) + path
+				}
+				if leader == "perl" {
+					if _, err := exec.LookPath("perl"); err != nil {
+						t.Skip("perl is not installed")
+					}
+				} else {
+					path = leaderPath(t, sh, false)
+				}
+				home := t.TempDir()
+				n := node("sleep", "300")
+				if err := os.MkdirAll(filepath.Join(home, RunsDir), 0o700); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(home, RunsDir, n.Job), []byte("not a directory"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				out := runScriptWithPath(t, path, home, Script(n))
+				_, err := ParseStarted(out)
+				var le *LaunchError
+				if !errors.As(err, &le) || le.Kind != "rundir" {
+					t.Fatalf("launch: %v, want a rundir error\n%s", err, out)
+				}
+				if got := withMarker("GPULAYER_RUN_ID=" + n.RunID); len(got) > 0 {
+					for _, p := range got {
+						syscall.Kill(p, syscall.SIGKILL)
+					}
+					t.Errorf("the failed launch started %v", got)
+				}
+				if claims, _ := os.ReadDir(filepath.Join(home, ClaimsDir)); len(claims) > 1 { // .lock
+					t.Errorf("the failed launch left claims: %v", claims)
+				}
+			})
+		}
+	})
+}
+
+// procStartTime is field 22 of /proc/PID/stat.
+func procStartTime(t *testing.T, pid int) uint64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndex(s, ")")+2:])
+	v, err := strconv.ParseUint(f[19], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
