@@ -95,7 +95,7 @@ func Script(n Node) string {
 	// for each further GPU) than the sh below does it with, and no sleep
 	// while the leader starts its session.
 	perl := func(vars, pops string) {
-		sw("\t\tgpulayer_leader=$(%sperl -e %s \"$gpulayer_log\" \"$gpulayer_claims\" \"$gpulayer_gpus\" \"$gpulayer_lineage $gpulayer_job $gpulayer_run $gpulayer_rank\" sh -c %s </dev/null)\n",
+		sw("\t\tgpulayer_leader=$(%sperl -e %s \"$gpulayer_log\" \"$gpulayer_claims\" \"$gpulayer_gpus\" \"$gpulayer_lineage $gpulayer_job $gpulayer_run $gpulayer_rank\" sh -c %s </dev/null &)\n",
 			vars, ssh.Quote(leaderPl(pops)), leader)
 	}
 	mkdir := "\tmkdir -p \"$gpulayer_dir\" || gpulayer_fail rundir \"cannot create $HOME/$gpulayer_dir\"\n"
@@ -293,41 +293,28 @@ except Exception:
 `
 )
 
-// leaderPl is the perl that starts a node's leader: it takes the node's
-// log, the claims directory, the GPUs to claim (NAME INDEX pairs, none for
-// a CPU-only node) and the claims' words before the holder (LINEAGE JOB
-// RUN RANK), then the leader's command line. It forks the leader and
-// prints, once the leader is ready, "PID PID_NAMESPACE" (- when unknown),
-// or "error KIND MESSAGE" when it could not start it; the launch reads
-// that line (perlStartedScript). So the launch goes on when the leader
-// leads its session, with no sleep to wait for it.
+// leaderPl is the perl that becomes a node's leader: it takes the
+// node's log, the claims directory, the GPUs to claim (NAME INDEX pairs,
+// none for a CPU-only node) and the claims' words before the holder
+// (LINEAGE JOB RUN RANK), then the leader's command line. The launch
+// starts it in the background inside a command substitution, which ends
+// when perl closes its standard output as it was started: perl prints
+// there, once it is ready, "PID PID_NAMESPACE" (- when unknown), or
+// "error KIND MESSAGE" when it cannot start the node (perlStartedScript
+// reads it). So the launch goes on once the leader leads its session,
+// with no sleep to wait for it, and no fork of perl.
 //
-// The leader, before it execs the command line: makes the log's
-// directory (mkdir -p, with the launch's umask) and opens the log as its
-// standard output and error; writes each GPU's claim naming itself (pid
-// and start time), to a file renamed into place; closes descriptor 9, the
-// claims' lock the launch holds (released when the launch closes its own
-// copy); starts its session and becomes a subreaper (subreaperPl); and
-// drops what was set only for perl (pops). A failure stops it before the
-// command starts, its claims unwritten.
+// Before it execs the command line, perl: makes the log's directory
+// (mkdir -p, with the launch's umask) and opens the log as its standard
+// output and error; writes each GPU's claim naming itself (pid and start
+// time: it is the leader), to a file renamed into place; closes
+// descriptor 9, the claims' lock the launch holds (released once the
+// launch closes its own copy); starts its session and becomes a
+// subreaper (subreaperPl); and drops what was set only for perl (pops).
+// A failure stops it before the command starts, its claims unwritten.
 func leaderPl(pops string) string {
 	return `my ($gl_log, $gl_claims, $gl_gpus, $gl_head) = splice(@ARGV, 0, 4);
-pipe(my $gl_r, my $gl_w) or do { print "error leader cannot make a pipe: $!\n"; exit 1 };
-my $gl_pid = fork();
-defined $gl_pid or do { print "error leader cannot fork: $!\n"; exit 1 };
-if ($gl_pid) {
-	close($gl_w);
-	my $m = <$gl_r>;
-	if (!defined $m) {
-		print "error leader the leader ended before it was ready\n";
-	} elsif ($m =~ /^error /) {
-		print $m;
-	} else {
-		print "$gl_pid $m";
-	}
-	exit 0;
-}
-close($gl_r);
+open(my $gl_w, ">&", \*STDOUT) or exit 1;
 sub gl_fail {
 	syswrite($gl_w, "error $_[0] $_[1]\n");
 	exit 1;
@@ -361,7 +348,7 @@ if ($gl_gpus ne "") {
 if (open(my $lock, ">&=", 9)) { close($lock); }
 my $gl_ns = readlink("/proc/self/ns/pid");
 $gl_ns = "-" unless defined $gl_ns && $gl_ns =~ /^pid:\[[0-9]+\]$/;
-` + subreaperPl + pops + `syswrite($gl_w, "$gl_ns\n");
+` + subreaperPl + pops + `syswrite($gl_w, "$$ $gl_ns\n");
 close($gl_w);
 ` + execRestPl
 }
