@@ -1,7 +1,6 @@
 package launch
 
 import (
-	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -10,7 +9,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // launchTools are the programs a launch, its leader and the tests' jobs
@@ -55,20 +53,11 @@ func leaderPath(t *testing.T, sh shell, withPython bool) string {
 	return dir
 }
 
-// runScriptWithPath runs a script as runScriptIn does, with PATH path.
+// runScriptWithPath runs a script under the sh first on path, with PATH
+// path.
 func runScriptWithPath(t *testing.T, path, home, script string) []byte {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, strings.SplitN(path, string(os.PathListSeparator), 2)[0]+"/sh", "-s")
-	cmd.Stdin = strings.NewReader(script)
-	cmd.Env = []string{"HOME=" + home, "PATH=" + path}
-	cmd.WaitDelay = 2 * time.Second
-	out, err := cmd.CombinedOutput()
-	if err != nil && ctx.Err() != nil {
-		t.Fatalf("script did not finish: %v\n%s", err, out)
-	}
-	return out
+	return runScriptWith(t, filepath.Join(filepath.SplitList(path)[0], "sh"), path, home, script)
 }
 
 // ownPIDNamespace is this process's pid namespace, as a launch reports

@@ -66,14 +66,20 @@ func runScript(t *testing.T, home, script string) []byte {
 // runScriptIn runs a script under sh.
 func runScriptIn(t *testing.T, sh shell, home, script string) []byte {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	path := os.Getenv("PATH")
 	prog := "sh"
 	if sh.bin != "" {
 		path = sh.bin + string(os.PathListSeparator) + path
 		prog = filepath.Join(sh.bin, "sh")
 	}
+	return runScriptWith(t, prog, path, home, script)
+}
+
+// runScriptWith runs a script as `prog -s`, with PATH path.
+func runScriptWith(t *testing.T, prog, path, home, script string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	cmd := exec.CommandContext(ctx, prog, "-s")
 	cmd.Stdin = strings.NewReader(script)
 	cmd.Env = []string{"HOME=" + home, "PATH=" + path}
