@@ -54,24 +54,7 @@ func pieceSize(n int) int {
 // The file has no Nav: the caller parses it whole again should it have a
 // diagnostic to render with the block it is in.
 func parseInPieces(src []byte, filename string, size int) (f *hcl.File, ok bool) {
-	// The pieces and where each starts in the file; an empty src is one
-	// empty piece.
-	type piece struct {
-		start, end int
-		pos        hcl.Pos
-		body       *hclsyntax.Body
-	}
-	var pieces []piece
-	pos := hcl.InitialPos
-	for start := 0; ; {
-		end := pieceEnd(src, start, size)
-		pieces = append(pieces, piece{start: start, end: end, pos: pos})
-		if end == len(src) {
-			break
-		}
-		pos = hcl.Pos{Line: pos.Line + bytes.Count(src[start:end], []byte("\n")), Column: 1, Byte: end}
-		start = end
-	}
+	pieces := cutPieces(src, filename, size)
 	// Each parser takes the next piece not yet taken; a piece that is
 	// refused stops the others from taking more.
 	var next, refused atomic.Int32
@@ -82,9 +65,15 @@ func parseInPieces(src []byte, filename string, size int) (f *hcl.File, ok bool)
 				return
 			}
 			p := &pieces[k]
-			parsed, diags := hclsyntax.ParseConfig(src[p.start:p.end], filename, p.pos)
+			text := src[p.start:p.end]
+			if p.kind == pieceHeader {
+				// The header closed at once: a block with an empty body,
+				// whose body and closing brace are set when joining.
+				text = append(bytes.Clone(text), '}')
+			}
+			parsed, diags := hclsyntax.ParseConfig(text, filename, p.pos)
 			pb, isBody := parsed.Body.(*hclsyntax.Body)
-			if len(diags) > 0 || !isBody || len(pb.Attributes) > 0 {
+			if len(diags) > 0 || !isBody || (p.kind != pieceInner && len(pb.Attributes) > 0) {
 				refused.Store(1)
 				return
 			}
@@ -101,26 +90,174 @@ func parseInPieces(src []byte, filename string, size int) (f *hcl.File, ok bool)
 		return nil, false
 	}
 	body := &hclsyntax.Body{Attributes: hclsyntax.Attributes{}, Blocks: hclsyntax.Blocks{}}
+	var split *hclsyntax.Block // the block whose body is being joined
 	for k, p := range pieces {
-		body.Blocks = append(body.Blocks, p.body.Blocks...)
-		if k == 0 {
-			body.SrcRange = p.body.SrcRange
+		switch p.kind {
+		case pieceBlocks:
+			body.Blocks = append(body.Blocks, p.body.Blocks...)
+			if k == 0 {
+				body.SrcRange = p.body.SrcRange
+			}
+			body.SrcRange.End, body.EndRange = p.body.SrcRange.End, p.body.EndRange
+		case pieceHeader:
+			// The blocks before the last are whole; the last is the
+			// split block, its "{" the one that ends the header.
+			n := len(p.body.Blocks)
+			if n == 0 || len(p.body.Blocks[n-1].Body.Blocks) > 0 || p.body.Blocks[n-1].OpenBraceRange.End.Byte != p.open+1 {
+				return nil, false
+			}
+			body.Blocks = append(body.Blocks, p.body.Blocks...)
+			if k == 0 {
+				body.SrcRange = p.body.SrcRange
+			}
+			split = p.body.Blocks[n-1]
+			split.CloseBraceRange = p.close
+			split.Body = &hclsyntax.Body{
+				Attributes: hclsyntax.Attributes{},
+				Blocks:     hclsyntax.Blocks{},
+				SrcRange:   hcl.RangeBetween(split.OpenBraceRange, p.close),
+				EndRange:   hcl.Range{Filename: p.close.Filename, Start: p.close.End, End: p.close.End},
+			}
+		case pieceInner:
+			for name, a := range p.body.Attributes {
+				if _, dup := split.Body.Attributes[name]; dup {
+					// Parsed whole, "Attribute redefined".
+					return nil, false
+				}
+				split.Body.Attributes[name] = a
+			}
+			split.Body.Blocks = append(split.Body.Blocks, p.body.Blocks...)
 		}
-		body.SrcRange.End, body.EndRange = p.body.SrcRange.End, p.body.EndRange
 	}
 	return &hcl.File{Body: body, Bytes: src}, true
 }
 
-// pieceEnd is where the piece starting at start ends: after the first
-// line that is only "}" (spaces, tabs or a carriage return may follow) at
-// least size bytes on, or at the end of src.
-func pieceEnd(src []byte, start, size int) int {
+// Kinds of piece.
+const (
+	// pieceBlocks is a run of whole top-level blocks.
+	pieceBlocks = iota
+	// pieceHeader is the first line of a top-level block split across
+	// pieces (splitBlock), up to its "{" and the newline after it,
+	// perhaps after whole blocks on the same lines.
+	pieceHeader
+	// pieceInner is part of the body of a split block: a run of its
+	// arguments and whole nested blocks.
+	pieceInner
+)
+
+// piece is a part of a file parsed on its own, and where it starts.
+type piece struct {
+	start, end int
+	pos        hcl.Pos
+	kind       int
+	// open is the offset of the header's "{", and close the range of the
+	// split block's "}" (pieceHeader).
+	open  int
+	close hcl.Range
+	body  *hclsyntax.Body
+}
+
+// cutPieces cuts src into pieces of about size bytes: runs of whole
+// top-level blocks, each ending after a line that is only "}" (the end of
+// a top-level block as gpulayer fmt writes it). A top-level block of
+// twice size or more (a fleet of a thousand hosts is 150 KiB) is split
+// (splitBlock), so that no piece holds the tokens of a whole fleet. A run
+// of blocks, and the file, may end with text that holds no block; an
+// empty src is one empty piece.
+func cutPieces(src []byte, filename string, size int) []piece {
+	c := &cutter{src: src, filename: filename, pos: hcl.InitialPos}
+	runStart := 0
+	for start := 0; ; {
+		end := lineEnd(src, start, 1, "\n}")
+		if end-start >= 2*size && c.splitBlock(src[:end], start, size, runStart) {
+			runStart = end
+		} else if end-runStart >= size || end == len(src) {
+			c.add(runStart, end, pieceBlocks)
+			runStart = end
+		}
+		if end == len(src) {
+			if runStart < end || c.pieces[len(c.pieces)-1].kind != pieceBlocks {
+				// What follows the last split block: it ends the file's
+				// body where parsing it whole ends it.
+				c.add(runStart, end, pieceBlocks)
+			}
+			return c.pieces
+		}
+		start = end
+	}
+}
+
+// cutter holds the pieces cut so far, and where the next starts.
+type cutter struct {
+	src      []byte
+	filename string
+	pieces   []piece
+	pos      hcl.Pos
+}
+
+// add adds the piece src[start:end]; start is where the last piece ended.
+func (c *cutter) add(start, end, kind int) *piece {
+	c.pieces = append(c.pieces, piece{start: start, end: end, pos: c.pos, kind: kind})
+	c.pos = hcl.Pos{Line: c.pos.Line + bytes.Count(c.src[start:end], []byte("\n")), Column: 1, Byte: end}
+	return &c.pieces[len(c.pieces)-1]
+}
+
+// splitBlock adds the pieces of the top-level block that ends src (after
+// a line that is only "}"), the run of blocks before it from runStart
+// first, when it can be split: its header is what comes before the first
+// "{" that ends a line, from start, and its body is cut after lines that
+// are only "  }" (the end of a nested block as gpulayer fmt writes it),
+// about size bytes apart. Where such a line is inside a heredoc, a
+// comment or an expression, a piece ends inside it, which the parser
+// reports; what parses cleanly is what parsing it whole gives
+// (parseInPieces).
+func (c *cutter) splitBlock(src []byte, start, size, runStart int) bool {
+	closeAt := bytes.LastIndex(src, []byte("\n}")) + 1
+	if closeAt <= start || len(bytes.Trim(src[closeAt+1:], " \t\r")) != 1 || src[len(src)-1] != '\n' {
+		// The file's last line, not only "}" or with no newline after it.
+		return false
+	}
+	open := bytes.Index(src[start:closeAt], []byte("{\n"))
+	if crlf := bytes.Index(src[start:closeAt], []byte("{\r\n")); crlf >= 0 && (open < 0 || crlf < open) {
+		open = crlf
+	}
+	if open < 0 {
+		return false
+	}
+	open += start
+	header := open + bytes.IndexByte(src[open:], '\n') + 1
+	if runStart < start {
+		c.add(runStart, start, pieceBlocks)
+	}
+	h := len(c.pieces)
+	c.add(start, header, pieceHeader)
+	for i := header; i < closeAt; {
+		end := lineEnd(src[:closeAt], i, size, "\n  }")
+		c.add(i, end, pieceInner)
+		i = end
+	}
+	// c.pos is now the start of the line of the block's "}".
+	c.pieces[h].open = open
+	c.pieces[h].close = hcl.Range{
+		Filename: c.filename,
+		Start:    c.pos,
+		End:      hcl.Pos{Line: c.pos.Line, Column: 2, Byte: closeAt + 1},
+	}
+	c.pos = hcl.Pos{Line: c.pos.Line + 1, Column: 1, Byte: len(src)}
+	return true
+}
+
+// lineEnd is where the piece starting at start ends: after the first line
+// that is only marker without its leading newline (spaces, tabs or a
+// carriage return may follow) at least size bytes on, or at the end of
+// src.
+func lineEnd(src []byte, start, size int, marker string) int {
 	for i := start + max(size-1, 0); i < len(src); {
-		k := bytes.Index(src[i:], []byte("\n}"))
+		k := bytes.Index(src[i:], []byte(marker))
 		if k < 0 {
 			break
 		}
-		j := i + k + 2
+		j := i + k + len(marker)
 		for j < len(src) && (src[j] == ' ' || src[j] == '\t' || src[j] == '\r') {
 			j++
 		}

@@ -31,7 +31,7 @@ func TestParsingInPiecesGivesTheWholeFilesTreeOrIsRefused(t *testing.T) {
 	if len(paths) < 20 {
 		t.Fatalf("only %d configurations found", len(paths))
 	}
-	pieced := 0
+	pieced, split := 0, 0
 	for _, path := range paths {
 		src, err := os.ReadFile(path)
 		if err != nil {
@@ -39,15 +39,24 @@ func TestParsingInPiecesGivesTheWholeFilesTreeOrIsRefused(t *testing.T) {
 		}
 		if samePieces(t, path, src) {
 			pieced++
+			split += splitBlocks(src)
 		}
 	}
 	if pieced < len(paths)/2 {
 		t.Errorf("only %d of %d configurations were parsed in pieces", pieced, len(paths))
 	}
+	// In pieces of 1 byte, every block over two lines is split.
+	if split < len(paths) {
+		t.Errorf("only %d blocks were split in %d configurations", split, len(paths))
+	}
 	// Blocks with no line between them, a "}" line with trailing blanks
 	// and CRLF, a block of one line: cut, and the same.
 	for _, src := range []string{
 		"fleet \"f\" {\n}\nfleet \"g\" {\n  region = \"r\"\n}\n",
+		// Split blocks: after a whole block, with arguments after nested
+		// blocks, at the end of the file, and followed by a comment.
+		"policy \"p\" { rank = \"spread\" }\n\nfleet \"g\" {\n  host \"a\" {\n    zone = \"z\"\n  }\n  region = \"r\"\n  host \"b\" {\n  }\n}\n",
+		"fleet \"f\" {\r\n  host \"a\" {\r\n  }\r\n}\r\n# end\n",
 		"fleet \"f\" {\r\n  region = \"r\"\r\n} \t\r\n\r\npolicy \"p\" { rank = \"spread\" }\nfleet \"g\" {\n}",
 	} {
 		if !samePieces(t, src, []byte(src)) {
@@ -55,17 +64,34 @@ func TestParsingInPiecesGivesTheWholeFilesTreeOrIsRefused(t *testing.T) {
 		}
 	}
 	refused := map[string]string{
-		"a heredoc holding a block's end": "locals {\n  x = <<EOT\n}\nfleet \"f\" {\n}\nEOT\n}\n",
-		"a comment holding a block's end": "/*\nfleet \"f\" {\n}\n*/\nfleet \"g\" {\n}\n",
-		"a top-level argument":            "fleet \"f\" {\n}\nx = 1\nfleet \"g\" {\n}\nx = 2\n",
-		"a syntax error after a cut":      "fleet \"f\" {\n}\nfleet \"g\" {\n  host \"a\" { address = }\n}\n",
-		"an unclosed last block":          "fleet \"f\" {\n}\nfleet \"g\" {\n",
+		"a heredoc holding a block's end":        "locals {\n  x = <<EOT\n}\nfleet \"f\" {\n}\nEOT\n}\n",
+		"a comment holding a block's end":        "/*\nfleet \"f\" {\n}\n*/\nfleet \"g\" {\n}\n",
+		"a top-level argument":                   "fleet \"f\" {\n}\nx = 1\nfleet \"g\" {\n}\nx = 2\n",
+		"a syntax error after a cut":             "fleet \"f\" {\n}\nfleet \"g\" {\n  host \"a\" { address = }\n}\n",
+		"an unclosed last block":                 "fleet \"f\" {\n}\nfleet \"g\" {\n",
+		"an argument set twice in a split block": "fleet \"f\" {\n  region = \"r\"\n  host \"a\" {\n  }\n  region = \"s\"\n}\n",
+		"a nested block's end in a heredoc":      "fleet \"f\" {\n  x = <<EOT\n  }\nEOT\n}\n",
+		// A comment after the "{" leaves the block's header unended.
+		"a comment after a split block's \"{\"": "fleet \"g\" { # hosts\n  host \"a\" {\n  }\n}\n",
+		"a split block's header in a comment":   "/* fleet \"f\" {\n*/\nfleet \"g\" {\n  host \"a\" {\n  }\n}\n",
 	}
 	for name, src := range refused {
 		if _, ok := parseInPieces([]byte(src), "main.hcl", 1); ok {
 			t.Errorf("%s: parsed in pieces", name)
 		}
 	}
+}
+
+// splitBlocks is how many top-level blocks of src are split when it is
+// cut in pieces of 1 byte.
+func splitBlocks(src []byte) int {
+	n := 0
+	for _, p := range cutPieces(src, "main.hcl", 1) {
+		if p.kind == pieceHeader {
+			n++
+		}
+	}
+	return n
 }
 
 // samePieces checks that src parsed in pieces of one top-level block each
@@ -134,6 +160,10 @@ func TestALargeConfigurationLoadsFromPiecesAndRendersItsDiagnostics(t *testing.T
 func FuzzParseInPieces(f *testing.F) {
 	for _, src := range []string{
 		"fleet \"f\" {\n}\nfleet \"g\" {\n  region = \"r\"\n}\n",
+		// Split blocks: after a whole block, with arguments after nested
+		// blocks, at the end of the file, and followed by a comment.
+		"policy \"p\" { rank = \"spread\" }\n\nfleet \"g\" {\n  host \"a\" {\n    zone = \"z\"\n  }\n  region = \"r\"\n  host \"b\" {\n  }\n}\n",
+		"fleet \"f\" {\r\n  host \"a\" {\r\n  }\r\n}\r\n# end\n",
 		"locals {\n  x = <<EOT\n}\nfleet \"f\" {\n}\nEOT\n}\n",
 		"/*\nfleet \"f\" {\n}\n*/\nfleet \"g\" {\n}\n",
 		"job \"j\" {\n  command = [\"a\", \"${x}\n}\n\"]\n}\njob \"k\" {\n}\n",
