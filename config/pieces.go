@@ -3,11 +3,13 @@ package config
 import (
 	"bytes"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
 )
 
 // A native-syntax file of at least piecesFrom bytes is parsed in pieces
@@ -16,13 +18,16 @@ import (
 // file of a few hundred hosts has pieces for two parsers; smaller files
 // are parsed whole.
 const (
-	piecesFrom = 32 << 10
 	pieceBytes = 64 << 10
 	// parsers is how many pieces are parsed at once, at most: each holds
 	// its piece's tokens while it parses, so more would raise the peak of
 	// memory that parsing in pieces lowers.
 	parsers = 2
 )
+
+// piecesFrom is a variable for tests, which load configurations parsed
+// whole to compare.
+var piecesFrom = 32 << 10
 
 // pieceSize is the size of the pieces a file of n bytes is parsed in.
 func pieceSize(n int) int {
@@ -53,7 +58,15 @@ func pieceSize(n int) int {
 //
 // The file has no Nav: the caller parses it whole again should it have a
 // diagnostic to render with the block it is in.
-func parseInPieces(src []byte, filename string, size int) (f *hcl.File, ok bool) {
+//
+// Where literal is not nil, the host blocks of a split fleet block that
+// hold nothing but strings written out (literalHost) have their
+// arguments dropped from the tree as soon as their piece is parsed, and
+// literal holds their values instead, by body: the loader's literal hosts
+// (loader.host). A syntax tree is ten times what these values are, and
+// the trees of a fleet of thousands of hosts are most of what loading
+// its configuration holds at once. The tree is then not the whole file's.
+func parseInPieces(src []byte, filename string, size int, literal map[*hclsyntax.Body]*literalHost) (f *hcl.File, ok bool) {
 	pieces := cutPieces(src, filename, size)
 	// Each parser takes the next piece not yet taken; a piece that is
 	// refused stops the others from taking more.
@@ -78,6 +91,9 @@ func parseInPieces(src []byte, filename string, size int) (f *hcl.File, ok bool)
 				return
 			}
 			p.body = pb
+			if literal != nil && p.kind == pieceInner && p.fleet {
+				p.literal = literalHosts(pb)
+			}
 		}
 	}
 	var wg sync.WaitGroup
@@ -111,6 +127,9 @@ func parseInPieces(src []byte, filename string, size int) (f *hcl.File, ok bool)
 				body.SrcRange = p.body.SrcRange
 			}
 			split = p.body.Blocks[n-1]
+			if p.fleet && split.Type != "fleet" {
+				return nil, false // its host blocks were taken as a fleet's
+			}
 			split.CloseBraceRange = p.close
 			split.Body = &hclsyntax.Body{
 				Attributes: hclsyntax.Attributes{},
@@ -129,7 +148,56 @@ func parseInPieces(src []byte, filename string, size int) (f *hcl.File, ok bool)
 			split.Body.Blocks = append(split.Body.Blocks, p.body.Blocks...)
 		}
 	}
+	for _, p := range pieces {
+		for b, h := range p.literal {
+			literal[b] = h
+		}
+	}
 	return &hcl.File{Body: body, Bytes: src}, true
+}
+
+// literalHost is a host block holding only address, region, zone and
+// network_group, each a string written out (literal), a valid name and
+// an address splitAddress takes: what the loader needs of it, which it
+// takes as decoding the block would (loader.host).
+type literalHost struct {
+	// values are literalHostArgs' values, where set.
+	values [len(literalHostArgs)]string
+	set    [len(literalHostArgs)]bool
+}
+
+// literalHostArgs are the arguments a literalHost may have, address
+// first.
+var literalHostArgs = [...]string{"address", "region", "zone", "network_group"}
+
+// literalHosts takes the literal hosts of the blocks of body, a fleet's,
+// dropping their arguments from the tree.
+func literalHosts(body *hclsyntax.Body) map[*hclsyntax.Body]*literalHost {
+	hosts := map[*hclsyntax.Body]*literalHost{}
+	for _, b := range body.Blocks {
+		if b.Type != "host" || len(b.Labels) != 1 || !ValidName(b.Labels[0]) || len(b.Body.Blocks) > 0 {
+			continue
+		}
+		h := &literalHost{}
+		for name, a := range b.Body.Attributes {
+			k := slices.Index(literalHostArgs[:], name)
+			v, ok := literal(a.Expr)
+			if k < 0 || !ok || v.Type() != cty.String {
+				h = nil
+				break
+			}
+			h.values[k], h.set[k] = v.AsString(), true
+		}
+		if h == nil || !h.set[0] {
+			continue
+		}
+		if _, _, err := splitAddress(h.values[0]); err != nil {
+			continue
+		}
+		b.Body.Attributes = nil
+		hosts[b.Body] = h
+	}
+	return hosts
 }
 
 // Kinds of piece.
@@ -154,7 +222,12 @@ type piece struct {
 	// split block's "}" (pieceHeader).
 	open  int
 	close hcl.Range
-	body  *hclsyntax.Body
+	// fleet says the piece is part of a split block whose header reads
+	// as a fleet's (pieceHeader, pieceInner), and literal are its
+	// literal hosts (pieceInner).
+	fleet   bool
+	literal map[*hclsyntax.Body]*literalHost
+	body    *hclsyntax.Body
 }
 
 // cutPieces cuts src into pieces of about size bytes: runs of whole
@@ -230,10 +303,12 @@ func (c *cutter) splitBlock(src []byte, start, size, runStart int) bool {
 		c.add(runStart, start, pieceBlocks)
 	}
 	h := len(c.pieces)
-	c.add(start, header, pieceHeader)
+	line := src[bytes.LastIndexByte(src[:open], '\n')+1 : open]
+	fleet := bytes.HasPrefix(bytes.TrimLeft(line, " \t"), []byte("fleet "))
+	c.add(start, header, pieceHeader).fleet = fleet
 	for i := header; i < closeAt; {
 		end := lineEnd(src[:closeAt], i, size, "\n  }")
-		c.add(i, end, pieceInner)
+		c.add(i, end, pieceInner).fleet = fleet
 		i = end
 	}
 	// c.pos is now the start of the line of the block's "}".

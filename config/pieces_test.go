@@ -3,6 +3,7 @@ package config
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -76,7 +77,7 @@ func TestParsingInPiecesGivesTheWholeFilesTreeOrIsRefused(t *testing.T) {
 		"a split block's header in a comment":   "/* fleet \"f\" {\n*/\nfleet \"g\" {\n  host \"a\" {\n  }\n}\n",
 	}
 	for name, src := range refused {
-		if _, ok := parseInPieces([]byte(src), "main.hcl", 1); ok {
+		if _, ok := parseInPieces([]byte(src), "main.hcl", 1, nil); ok {
 			t.Errorf("%s: parsed in pieces", name)
 		}
 	}
@@ -98,7 +99,7 @@ func splitBlocks(src []byte) int {
 // is src parsed whole, and says whether it was parsed in pieces.
 func samePieces(t *testing.T, name string, src []byte) bool {
 	t.Helper()
-	pieces, ok := parseInPieces(src, name, 1)
+	pieces, ok := parseInPieces(src, name, 1, nil)
 	if !ok {
 		// Always safe: the file is then parsed whole.
 		return false
@@ -176,4 +177,68 @@ func FuzzParseInPieces(f *testing.F) {
 		}
 		samePieces(t, "main.hcl", src)
 	})
+}
+
+// A configuration whose fleets are split across pieces, their literal
+// hosts taken as they are parsed (literalHosts), loads as it does parsed
+// whole: the same hosts, in the same order, with the same diagnostics,
+// whatever else the hosts hold (a port, labels, a variable, an address
+// that is not one, a name used twice).
+func TestLiteralHostsLoadAsTheirBlocksDecode(t *testing.T) {
+	var src strings.Builder
+	src.WriteString("variable \"zone\" {\n  default = \"z9\"\n}\n\n")
+	for f := range 2 {
+		fmt.Fprintf(&src, "fleet \"f%d\" {\n  region = \"r%d\"\n  labels = { team = \"t\" }\n", f, f)
+		for h := range 1500 {
+			fmt.Fprintf(&src, "  host \"h%d-%d\" {\n    address       = \"10.%d.%d.%d\"\n    zone          = \"z%d\"\n    network_group = \"g%d\"\n  }\n", f, h, f, h/250, h%250, h%2, h%8)
+			switch h % 100 {
+			case 7:
+				fmt.Fprintf(&src, "  host \"p%d-%d\" {\n    address = \"10.9.%d.%d:2222\"\n    region  = \"r9\"\n  }\n", f, h, f, h%250)
+			case 8:
+				fmt.Fprintf(&src, "  host \"l%d-%d\" {\n    address = \"10.8.%d.%d\"\n    labels  = { rack = \"r%d\" }\n  }\n", f, h, f, h%250, h)
+			case 9:
+				fmt.Fprintf(&src, "  host \"v%d-%d\" {\n    address = \"10.7.%d.%d\"\n    zone    = var.zone\n  }\n", f, h, f, h%250)
+			}
+		}
+		src.WriteString("}\n\n")
+	}
+	clean := src.String()
+	broken := strings.Replace(clean, "\"10.0.1.3\"", "\"10.0.1.3:port\"", 1) +
+		"fleet \"f2\" {\n  host \"h0-5\" {\n    address = \"10.6.0.1\"\n  }\n}\n"
+	if n := 0; true {
+		for _, p := range cutPieces([]byte(clean), "main.hcl", pieceSize(len(clean))) {
+			if p.kind == pieceHeader {
+				n++
+			}
+		}
+		if n != 2 {
+			t.Fatalf("%d fleets split, want 2", n)
+		}
+	}
+	literal := map[*hclsyntax.Body]*literalHost{}
+	if _, ok := parseInPieces([]byte(clean), "main.hcl", pieceSize(len(clean)), literal); !ok || len(literal) < 2900 {
+		t.Fatalf("parsed in pieces: %v, %d literal hosts", ok, len(literal))
+	}
+	for name, text := range map[string]string{"clean": clean, "broken": broken} {
+		dir := t.TempDir()
+		writeFile(t, dir, "main.hcl", text)
+		pieces, piecesDiags := Load(dir, LoadOptions{})
+		defer func(from int) { piecesFrom = from }(piecesFrom)
+		piecesFrom = math.MaxInt
+		whole, wholeDiags := Load(dir, LoadOptions{})
+		piecesFrom = 32 << 10
+		if piecesDiags.Error() != wholeDiags.Error() {
+			t.Errorf("%s: diagnostics\n%s\nparsed whole\n%s", name, piecesDiags.Error(), wholeDiags.Error())
+		}
+		if name == "broken" && len(wholeDiags) != 2 {
+			t.Errorf("broken: %d diagnostics, want 2: %s", len(wholeDiags), wholeDiags.Error())
+		}
+		pieces.Files, whole.Files = nil, nil
+		if !reflect.DeepEqual(pieces, whole) {
+			t.Errorf("%s: the configuration loaded differs from the one parsed whole", name)
+		}
+		if len(whole.Hosts()) < 3000 {
+			t.Errorf("%s: %d hosts loaded", name, len(whole.Hosts()))
+		}
+	}
 }
