@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -149,15 +148,8 @@ func planRun(opts *planOptions) error {
 	io := opts.f.IO
 	ctx, stop := interruptible(context.Background())
 	defer stop()
-	restoreGC := tightenGCWhileLoading(opts.in.factsFile != "")
 	opts.in.startFactsRead()
 	cfg, err := loadConfig(io, opts.in.dir, opts.in.vars, opts.in.environ)
-	if err == nil && opts.in.factsRead != nil {
-		// Waited for here only to end the load's GC setting; makePlan
-		// takes the same result, and reports its error.
-		_, _ = opts.in.factsRead()
-	}
-	restoreGC()
 	if err != nil {
 		return err
 	}
@@ -191,30 +183,6 @@ func planRun(opts *planOptions) error {
 		return &exitError{code: 2}
 	}
 	return nil
-}
-
-// loadingGCPercent is the garbage collector's GOGC while `plan --facts`
-// loads its configuration and facts document at once (the peak of the
-// command's memory): most of what the two loads allocate is dropped when
-// they end (the configuration's syntax trees and tokens, 11 MiB and more
-// for 5,000 hosts, and the JSON decoder's strings), so the default of
-// 100, a heap up to twice what was live at the last collection, holds up
-// to twice those transients. 50 holds the heap to 1.5 times what is live,
-// in proportion to the inputs however large the fleet (a fixed memory
-// limit would not be). Measured at 5,000 hosts (2026-12-03,
-// benchmarks/results/2026-12-03-speed/plan-memory/): peak RSS about
-// 100 MiB to about 88, for some 5% more CPU time.
-const loadingGCPercent = 50
-
-// tightenGCWhileLoading sets GOGC to loadingGCPercent when facts are read
-// from a file beside the configuration and GOGC is not set, and returns
-// what restores it.
-func tightenGCWhileLoading(facts bool) (restore func()) {
-	if !facts || os.Getenv("GOGC") != "" {
-		return func() {}
-	}
-	prev := debug.SetGCPercent(loadingGCPercent)
-	return func() { debug.SetGCPercent(prev) }
 }
 
 // Plan formats of --format.
