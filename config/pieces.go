@@ -13,10 +13,10 @@ import (
 )
 
 // A native-syntax file of at least piecesFrom bytes is parsed in pieces
-// (parseInPieces), each a run of whole top-level blocks of about
-// pieceBytes, or a quarter of the file where that is less, so that even a
-// file of a few hundred hosts has pieces for two parsers; smaller files
-// are parsed whole.
+// (parseInPieces), each a run of whole top-level blocks, or of a large
+// block's arguments and nested blocks, of about pieceBytes, or a quarter
+// of the file where that is less, so that even a file of a few hundred
+// hosts has pieces for two parsers; smaller files are parsed whole.
 const (
 	pieceBytes = 64 << 10
 	// parsers is how many pieces are parsed at once, at most: each holds
@@ -47,14 +47,17 @@ func pieceSize(n int) int {
 // document read beside it).
 //
 // A piece starts after a line that is only "}" (the end of a top-level
-// block as gpulayer fmt writes it). Such a line can also be inside a
-// heredoc or a comment; the piece before it then ends inside that heredoc
-// or comment, which the parser reports. So ok is false, and the file must
-// be parsed whole, when any piece has a diagnostic, or a top-level
-// argument (the whole file's parse checks those for duplicates across
-// pieces). When ok, the pieces parsed cleanly, each ending where the
-// whole file's lexer is between top-level items, so their blocks are the
-// whole file's.
+// block as gpulayer fmt writes it), or inside a large block (cutPieces)
+// after its header or a line that is only "  }". Such a line can also be
+// inside a heredoc or a comment; the piece before it then ends inside
+// that heredoc or comment, which the parser reports. So ok is false, and
+// the file must be parsed whole, when any piece has a diagnostic, a
+// top-level argument, or an argument of a split block that another of its
+// pieces sets too (the whole file's parse checks those for duplicates
+// across pieces), or when a split block's header does not end with the
+// block's own "{". When ok, the pieces parsed cleanly, each ending where
+// the whole file's lexer is between items of the body it is in, so their
+// blocks and arguments are the whole file's.
 //
 // The file has no Nav: the caller parses it whole again should it have a
 // diagnostic to render with the block it is in.
