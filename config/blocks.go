@@ -527,26 +527,38 @@ func (l *loader) host(d *decoder, f *Fleet, b *hcl.Block) *Host {
 		return nil
 	}
 	h := &Host{Name: name, Fleet: f.Name, Location: f.Location, DeclRange: b.DefRange}
-	content, diags := b.Body.Content(hostSchema)
-	l.add(diags...)
-	a := content.Attributes
-	var addr string
-	if d.str(a, "address", &addr) {
-		host, port, err := splitAddress(addr)
-		if err != nil {
-			d.add(&hcl.Diagnostic{
-				Severity: hcl.DiagError,
-				Summary:  "Invalid host address",
-				Detail:   capitalize(err.Error()) + ".",
-				Subject:  a["address"].Expr.Range().Ptr(),
-			})
-		}
-		h.Address, h.Port = host, port
-	}
-	l.location(d, a, &h.OwnLocation)
-	h.Location = f.Location.Over(h.OwnLocation)
 	var own map[string]string
-	d.strMap(a, "labels", &own)
+	if body, ok := b.Body.(*hclsyntax.Body); ok && l.literal[body] != nil {
+		// Parsed in pieces, its arguments already taken (literalHosts):
+		// what decoding them gives.
+		lh := l.literal[body]
+		h.Address, h.Port, _ = splitAddress(lh.values[0])
+		for k, dst := range []*string{&h.OwnLocation.Region, &h.OwnLocation.Zone, &h.OwnLocation.NetworkGroup} {
+			if lh.set[k+1] {
+				*dst = lh.values[k+1]
+			}
+		}
+	} else {
+		content, diags := b.Body.Content(hostSchema)
+		l.add(diags...)
+		a := content.Attributes
+		var addr string
+		if d.str(a, "address", &addr) {
+			host, port, err := splitAddress(addr)
+			if err != nil {
+				d.add(&hcl.Diagnostic{
+					Severity: hcl.DiagError,
+					Summary:  "Invalid host address",
+					Detail:   capitalize(err.Error()) + ".",
+					Subject:  a["address"].Expr.Range().Ptr(),
+				})
+			}
+			h.Address, h.Port = host, port
+		}
+		l.location(d, a, &h.OwnLocation)
+		d.strMap(a, "labels", &own)
+	}
+	h.Location = f.Location.Over(h.OwnLocation)
 	if len(f.Labels)+len(own) > 0 {
 		h.Labels = make(map[string]string, len(f.Labels)+len(own))
 		for k, v := range f.Labels {

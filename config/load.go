@@ -78,8 +78,10 @@ type loader struct {
 	// unparsed are files read but refused before parsing (nested too
 	// deep), kept so that their diagnostic shows the line.
 	unparsed map[string]*hcl.File
-	// pieced are the files parsed in pieces (parseInPieces).
-	pieced map[string]bool
+	// pieced are the files parsed in pieces (parseInPieces), and literal
+	// their literal hosts, by body.
+	pieced  map[string]bool
+	literal map[*hclsyntax.Body]*literalHost
 
 	vars   *namespace
 	locals *namespace
@@ -107,6 +109,7 @@ func Load(dir string, opts LoadOptions) (*Config, hcl.Diagnostics) {
 		secrets:  newSecrets(),
 		unparsed: map[string]*hcl.File{},
 		pieced:   map[string]bool{},
+		literal:  map[*hclsyntax.Body]*literalHost{},
 	}
 	blocks, syntaxOK := l.readFiles()
 	if !syntaxOK {
@@ -234,7 +237,7 @@ func (l *loader) parseFile(path, summary string) (*hcl.File, hcl.Diagnostics) {
 		return nil, hcl.Diagnostics{nestingDiagnostic(src, off, path, path)}
 	}
 	if len(src) >= piecesFrom {
-		if f, ok := parseInPieces(src, path, pieceSize(len(src))); ok {
+		if f, ok := parseInPieces(src, path, pieceSize(len(src)), l.literal); ok {
 			l.parser.AddFile(path, f)
 			l.pieced[path] = true
 			return f, nil

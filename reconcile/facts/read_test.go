@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -139,5 +140,42 @@ func TestReadFileAheadGivesWhatReadFileGives(t *testing.T) {
 	_, want := ReadFile(missing)
 	if _, err := ReadFileAhead(missing)(); err == nil || want == nil || err.Error() != want.Error() {
 		t.Fatalf("a missing file: %v, want %v", err, want)
+	}
+}
+
+// Hosts beyond one chunk of decodeHosts read back in their order, in a
+// slice of exactly their number; an empty list reads back empty and null
+// as none, as by default; and an error in a host past the first chunk
+// says which host.
+func TestDecodeReadsHostsAcrossChunksIntoASliceOfTheirNumber(t *testing.T) {
+	for _, n := range []int{0, 1, hostsChunk, hostsChunk + 1, 2*hostsChunk + 7} {
+		doc := Document{Version: Version, Hosts: []Host{}}
+		for i := range n {
+			doc.Hosts = append(doc.Hosts, Host{Name: "h" + string(rune('a'+i%26)) + strings.Repeat("x", i/26), Address: "10.0.0.1",
+				Status: StatusOK, FreeGPUs: []int{i % 8}, ProbedAt: time.Date(2026, 12, 3, 0, 0, i, 0, time.UTC)})
+		}
+		b, err := json.Marshal(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := Decode("facts.json", b)
+		if err != nil {
+			t.Fatalf("%d hosts: %v", n, err)
+		}
+		if !reflect.DeepEqual(*back, doc) {
+			t.Errorf("%d hosts: the document read back differs", n)
+		}
+		if cap(back.Hosts) != n {
+			t.Errorf("%d hosts read into a slice of capacity %d", n, cap(back.Hosts))
+		}
+	}
+	back, err := Decode("facts.json", []byte(`{"version":1,"hosts":null}`))
+	if err != nil || back.Hosts != nil {
+		t.Errorf("hosts null: %v, %#v; want no hosts", err, back)
+	}
+	hosts := strings.Repeat(`{"name":"h","address":"a","status":"ok","free_gpus":[]},`, hostsChunk+2)
+	_, err = Decode("facts.json", []byte(`{"version":1,"hosts":[`+hosts+`{"name":7}]}`))
+	if want := "/hosts/" + strconv.Itoa(hostsChunk+2) + "/name"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("a bad host past the first chunk: %v; want it at %s", err, want)
 	}
 }
