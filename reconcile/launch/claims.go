@@ -44,9 +44,11 @@ func ClaimName(index int, uuid string) string {
 // leader (startLeader, which reads $gpulayer_log and $gpulayer_port);
 // writes the claims naming the leader; and releases the lock (closes the
 // descriptor: the leader does not inherit it). Where the leader starts
-// through perl ($gpulayer_perl), perl inherits the descriptor, writes the
-// claims naming itself (the leader) and closes it before the command
-// starts (leaderPl); this shell only closes its own copy. The claims are written
+// through perl ($gpulayer_perl), perl does all of it itself, with the
+// same rules and messages (leaderPl): it takes the lock (flock(2), no
+// flock(1) process), checks, writes the claims naming itself (it becomes
+// the leader) and releases the lock before the command starts; this
+// shell then takes no lock and checks nothing. The claims are written
 // only once the leader runs: another launch can read them only under the
 // lock, which this one holds from its check to its write, so there is no
 // moment a claim naming a process that is not the node's must cover.
@@ -57,8 +59,6 @@ func claimScript(startLeader string) string {
 }
 
 const claimPrelude = `gpulayer_claims="$HOME/.gpulayer/claims"
-exec 9>>"$gpulayer_claims/.lock" || gpulayer_fail claim "cannot open $gpulayer_claims/.lock"
-flock -w 10 9 || gpulayer_fail claim "another launch held $gpulayer_claims/.lock for 10 s"
 # gpulayer_startof PID sets gpulayer_started to the start time of PID
 # (field 22 of its stat), or fails when it is gone or a zombie.
 gpulayer_startof() {
@@ -98,15 +98,20 @@ gpulayer_claim() {
 		shift 2
 	done
 }
-# shellcheck disable=SC2086 # NAME INDEX pairs (ClaimName: no blank, no glob)
-set -- $gpulayer_gpus
-while [ $# -ge 2 ]; do
-	gpulayer_check "$1" "$2"
-	shift 2
-done
+# perl takes the lock and checks the claims itself (leaderPl).
+if [ -z "$gpulayer_perl" ]; then
+	exec 9>>"$gpulayer_claims/.lock" || gpulayer_fail claim "cannot open $gpulayer_claims/.lock"
+	flock -w 10 9 || gpulayer_fail claim "another launch held $gpulayer_claims/.lock for 10 s"
+	# shellcheck disable=SC2086 # NAME INDEX pairs (ClaimName: no blank, no glob)
+	set -- $gpulayer_gpus
+	while [ $# -ge 2 ]; do
+		gpulayer_check "$1" "$2"
+		shift 2
+	done
+fi
 `
 
-const claimEpilogue = `# perl's leader wrote its claims itself (leaderPl).
+const claimEpilogue = `# perl's leader wrote its claims itself.
 if [ -z "$gpulayer_perl" ]; then
 	# The leader may have ended already; then its claims are stale at once.
 	gpulayer_startof "$gpulayer_pid" || gpulayer_started=0

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // launchTools are the programs a launch, its leader and the tests' jobs
@@ -202,4 +203,80 @@ func procStartTime(t *testing.T, pid int) uint64 {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// TestEachLeaderWaitsForTheClaimsLockAndRefusesAClaimThatIsNoFile:
+// however the leader starts (perl takes the claims' lock and checks them
+// itself; python3 and sh through flock(1) and the shell), a launch waits
+// while another holds the lock on the claims, and then starts; and a GPU
+// whose claim is a FIFO is refused as claimed, without the launch
+// blocking on it.
+func TestEachLeaderWaitsForTheClaimsLockAndRefusesAClaimThatIsNoFile(t *testing.T) {
+	if _, err := exec.LookPath("perl"); err != nil {
+		t.Skip("perl is not installed")
+	}
+	eachShell(t, func(t *testing.T, sh shell) {
+		for _, leader := range []string{"perl", "sh"} {
+			t.Run(leader, func(t *testing.T) {
+				path := os.Getenv("PATH")
+				if sh.bin != "" {
+					path = sh.bin + string(os.PathListSeparator) + path
+				}
+				if leader != "perl" {
+					path = leaderPath(t, sh, false)
+				}
+				home := t.TempDir()
+				claims := filepath.Join(home, ClaimsDir)
+				if err := os.MkdirAll(claims, 0o700); err != nil {
+					t.Fatal(err)
+				}
+				lock, err := os.OpenFile(filepath.Join(claims, ".lock"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer lock.Close()
+				if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+					t.Fatal(err)
+				}
+				const held = 400 * time.Millisecond
+				go func() {
+					time.Sleep(held)
+					syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+				}()
+				n := node("sleep", "300")
+				start := time.Now()
+				out := runScriptWithPath(t, path, home, Script(n))
+				took := time.Since(start)
+				started, err := ParseStarted(out)
+				if err != nil {
+					t.Fatalf("%v\n%s", err, out)
+				}
+				syscall.Kill(-started.PID, syscall.SIGKILL)
+				if took < held {
+					t.Errorf("the launch took %v, while the lock was held %v: it did not wait for it", took, held)
+				}
+
+				other := node("sleep", "300")
+				other.RunID = "r0123456789fifo0"
+				if err := syscall.Mkfifo(filepath.Join(claims, "GPU-bbb"), 0o600); err != nil {
+					// The first node's claim is there: replace it.
+					os.Remove(filepath.Join(claims, "GPU-bbb"))
+					if err := syscall.Mkfifo(filepath.Join(claims, "GPU-bbb"), 0o600); err != nil {
+						t.Fatal(err)
+					}
+				}
+				out = runScriptWithPath(t, path, home, Script(other))
+				var le *LaunchError
+				if _, err := ParseStarted(out); !errors.As(err, &le) || le.Kind != "claimed" || !strings.Contains(le.Message, "not a regular file") {
+					t.Errorf("a claim that is a FIFO: %v, want it refused as claimed\n%s", err, out)
+				}
+				if got := withMarker("GPULAYER_RUN_ID=" + other.RunID); len(got) > 0 {
+					for _, p := range got {
+						syscall.Kill(p, syscall.SIGKILL)
+					}
+					t.Errorf("the refused launch started %v", got)
+				}
+			})
+		}
+	})
 }

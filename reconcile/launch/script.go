@@ -80,9 +80,7 @@ func Script(n Node) string {
 	// tens (on 64 nodes of a busy machine, seconds of CPU); perl-base is
 	// part of every Debian and Ubuntu install. It starts the session
 	// itself (setsid(2)), so no setsid(1) is executed on its way.
-	sw("gpulayer_perl=\n")
-	sw("if command -v perl >/dev/null 2>&1; then\n")
-	sw("\tgpulayer_perl=1\n")
+	sw("if [ -n \"$gpulayer_perl\" ]; then\n")
 	// PERL_BADLANG=0 keeps perl's warning about a locale the machine
 	// lacks out of the log, and out of the job's environment.
 	badlang, popBad := "PERL_BADLANG=0 ", popBadlang
@@ -123,6 +121,8 @@ func Script(n Node) string {
 	sw("\tsetsid sh -c %s </dev/null >\"$gpulayer_log\" 2>&1 9>&- &\n", leader)
 	sw("\tgpulayer_pid=$!\n")
 	sw("fi\n")
+	w("gpulayer_perl=\n")
+	w("if command -v perl >/dev/null 2>&1; then gpulayer_perl=1; fi\n")
 	if len(n.GPUs) == 0 {
 		// A CPU-only node claims no GPU (and nothing from the job's
 		// environment or the login's names claims for perl to write).
@@ -132,7 +132,7 @@ func Script(n Node) string {
 		// Its GPUs are claimed on the machine, all or none, before the
 		// node starts, so that a launch of another configuration racing
 		// for them fails instead of sharing them.
-		w("command -v flock >/dev/null 2>&1 || gpulayer_fail flock 'flock(1) is not installed (Debian and Ubuntu: util-linux)'\n")
+		w("[ -n \"$gpulayer_perl\" ] || command -v flock >/dev/null 2>&1 || gpulayer_fail flock 'flock(1) is not installed (Debian and Ubuntu: util-linux)'\n")
 		w("[ -d \"$HOME\"/%s ] || mkdir -p \"$HOME\"/%s || gpulayer_fail claim %s\n", ssh.Quote(ClaimsDir), ssh.Quote(ClaimsDir), ssh.Quote("cannot create ~/"+ClaimsDir))
 		w("gpulayer_lineage=%s gpulayer_job=%s gpulayer_run=%s gpulayer_rank=%d\n", ssh.Quote(orDash(n.Lineage)), ssh.Quote(n.Job), ssh.Quote(n.RunID), n.Rank)
 		var gpus []string
@@ -306,12 +306,14 @@ except Exception:
 //
 // Before it execs the command line, perl: makes the log's directory
 // (mkdir -p, with the launch's umask) and opens the log as its standard
-// output and error; writes each GPU's claim naming itself (pid and start
-// time: it is the leader), to a file renamed into place; closes
-// descriptor 9, the claims' lock the launch holds (released once the
-// launch closes its own copy); starts its session and becomes a
-// subreaper (subreaperPl); and drops what was set only for perl (pops).
-// A failure stops it before the command starts, its claims unwritten.
+// output and error; under an flock(2) lock on the claims directory's
+// .lock (waited for 10 s at most), checks every GPU's claim as the shell
+// does (claimScript: refused when live and not this node's, with the
+// same messages) and then writes each claim naming itself (pid and start
+// time: it is the leader), to a file renamed into place, and releases
+// the lock; starts its session and becomes a subreaper (subreaperPl);
+// and drops what was set only for perl (pops). A failure stops it before
+// the command starts, its claims unwritten.
 func leaderPl(pops string) string {
 	return `my ($gl_log, $gl_claims, $gl_gpus, $gl_head) = splice(@ARGV, 0, 4);
 open(my $gl_w, ">&", \*STDOUT) or exit 1;
@@ -331,21 +333,51 @@ gl_mkdir($gl_dir);
 -d $gl_dir or gl_fail("rundir", "cannot create $gl_dir");
 open(STDOUT, ">", $gl_log) or gl_fail("rundir", "cannot write $gl_log");
 open(STDERR, ">&", \*STDOUT) or gl_fail("rundir", "cannot write $gl_log");
+sub gl_startof {
+	my $l;
+	open(my $s, "<", "/proc/$_[0]/stat") or return undef;
+	$l = <$s>;
+	close($s);
+	return undef unless defined $l;
+	$l =~ s/^.*\) //s;
+	my @f = split(/ /, $l);
+	return undef if $f[0] =~ /^[ZX]/;
+	return $f[19];
+}
 if ($gl_gpus ne "") {
-	my $st = "";
-	if (open(my $s, "<", "/proc/self/stat")) { $st = <$s>; close($s); }
-	$st =~ s/^.*\) //s;
-	my $start = (split(/ /, $st))[19];
-	$start = 0 unless defined $start && $start =~ /^[0-9]+$/;
+	open(my $lk, ">>", "$gl_claims/.lock") or gl_fail("claim", "cannot open $gl_claims/.lock");
+	{
+		local $SIG{ALRM} = sub { gl_fail("claim", "another launch held $gl_claims/.lock for 10 s") };
+		alarm(10);
+		flock($lk, 2) or gl_fail("claim", "cannot lock $gl_claims/.lock");
+		alarm(0);
+	}
 	my @g = split(/ /, $gl_gpus);
+	my @me = split(/ /, $gl_head);
+	for (my $i = 0; $i + 1 < @g; $i += 2) {
+		my $f = "$gl_claims/$g[$i]";
+		next unless -e $f;
+		-f $f or gl_fail("claimed", "$f is not a regular file");
+		my $l;
+		if (open(my $c, "<", $f)) { $l = <$c>; close($c); }
+		my @w = split(" ", defined $l ? $l : "");
+		next unless @w == 7 && $w[0] eq "v1";
+		next if $w[1] eq $me[0] && $w[3] eq $me[2] && $w[4] eq $me[3];
+		next unless $w[5] =~ /^[0-9]+$/;
+		my $st = gl_startof($w[5]);
+		next unless defined $st && $st eq $w[6];
+		gl_fail("claimed", "GPU $g[$i + 1] ($g[$i]) is claimed by job $w[2] (run $w[3], node $w[4]) of state $w[1], whose process $w[5] still runs");
+	}
+	my $start = gl_startof($$);
+	$start = 0 unless defined $start && $start =~ /^[0-9]+$/;
 	for (my $i = 0; $i + 1 < @g; $i += 2) {
 		my ($t, $f) = ("$gl_claims/.$g[$i].$$", "$gl_claims/$g[$i]");
 		my $c;
 		(open($c, ">", $t) and print($c "v1 $gl_head $$ $start\n") and close($c) and rename($t, $f))
 			or gl_fail("claim", "cannot write $f");
 	}
+	close($lk);
 }
-if (open(my $lock, ">&=", 9)) { close($lock); }
 my $gl_ns = readlink("/proc/self/ns/pid");
 $gl_ns = "-" unless defined $gl_ns && $gl_ns =~ /^pid:\[[0-9]+\]$/;
 ` + subreaperPl + pops + `syswrite($gl_w, "$$ $gl_ns\n");
