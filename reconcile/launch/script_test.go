@@ -846,7 +846,7 @@ func TestClaimsKeepAnotherConfigurationOffAGPU(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(home, ClaimsDir, "GPU-ccc")); err == nil {
 			t.Error("the refused launch claimed GPU-ccc")
 		}
-		if got := withMarker("GPULAYER_RUN_ID=" + b.RunID); len(got) > 0 {
+		if got := leftWithMarker("GPULAYER_RUN_ID=" + b.RunID); len(got) > 0 {
 			t.Errorf("the refused launch started %v", got)
 		}
 
