@@ -88,10 +88,11 @@ func Script(n Node) string {
 		badlang, popBad = "", ""
 	}
 	// perl starts the leader and answers once it is ready (leaderPl),
-	// making the run directory, the log and the claims with no process
-	// of their own: four fewer per node (mkdir, mv, readlink, and mv again
-	// for each further GPU) than the sh below does it with, and no sleep
-	// while the leader starts its session.
+	// making the run directory and the log, taking the claims' lock,
+	// checking and writing the claims with no process of their own:
+	// mkdir, flock, readlink and an mv per GPU fewer per node than the sh
+	// below does it with, and no sleep while the leader starts its
+	// session.
 	perl := func(vars, pops string) {
 		sw("\t\tgpulayer_leader=$(%sperl -e %s \"$gpulayer_log\" \"$gpulayer_claims\" \"$gpulayer_gpus\" \"$gpulayer_lineage $gpulayer_job $gpulayer_run $gpulayer_rank\" sh -c %s </dev/null &)\n",
 			vars, ssh.Quote(leaderPl(pops)), leader)
