@@ -36,9 +36,11 @@ type saver struct {
 	saved   uint64 // changes saved
 	saving  bool
 	err     error // the first failed save; later saves are not tried
-	// pace is the wait before the next save, cut short by a flush
-	// (kick); flushes counts the flush calls waiting.
+	// pace is the least time from the end of a save (ended) to the
+	// start of the next, cut short by a flush (kick); flushes counts the
+	// flush calls waiting.
 	pace    time.Duration
+	ended   time.Time
 	flushes int
 	kick    chan struct{}
 }
@@ -80,14 +82,14 @@ func (s *saver) loop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for s.saved < s.version && s.err == nil {
-		if s.pace > 0 && s.flushes == 0 {
+		if wait := s.pace - time.Since(s.ended); wait > 0 && s.flushes == 0 {
 			// No flush waits: a kick left is one no wait took.
 			select {
 			case <-s.kick:
 			default:
 			}
 			s.mu.Unlock()
-			t := time.NewTimer(s.pace)
+			t := time.NewTimer(wait)
 			select {
 			case <-t.C:
 			case <-s.kick:
@@ -100,7 +102,8 @@ func (s *saver) loop() {
 		began := time.Now()
 		err := s.backend.Save(context.Background(), snap, expected)
 		s.mu.Lock()
-		s.pace = min(max(time.Since(began), minPace), maxPace)
+		s.ended = time.Now()
+		s.pace = min(max(s.ended.Sub(began), minPace), maxPace)
 		if err != nil {
 			s.err = err
 			break
