@@ -93,22 +93,17 @@ func Script(n Node) string {
 	// mkdir, flock, readlink and an mv per GPU fewer per node than the sh
 	// below does it with, and no sleep while the leader starts its
 	// session.
-	perl := func(vars, pops string) {
-		sw("\t\tgpulayer_leader=$(%sperl -e %s \"$gpulayer_log\" \"$gpulayer_claims\" \"$gpulayer_gpus\" \"$gpulayer_lineage $gpulayer_job $gpulayer_run $gpulayer_rank\" sh -c %s </dev/null &)\n",
-			vars, ssh.Quote(leaderPl(pops)), leader)
-	}
-	mkdir := "\tmkdir -p \"$gpulayer_dir\" || gpulayer_fail rundir \"cannot create $HOME/$gpulayer_dir\"\n"
+	//
 	// PERL5OPT (the job's, or the machine's) would give the leader's perl
 	// its switches: a -M of a module it lacks, -d, and the node never
 	// starts, for a command that may not be perl at all. perl starts
 	// without it and puts it back before the exec, so the command gets
-	// it as it was.
-	sw("\tif [ -n \"${PERL5OPT+x}\" ]; then\n")
-	perl("GPULAYER_PERL5OPT=$PERL5OPT PERL5OPT= "+badlang, popPerl5opt+popBad)
-	sw("\telse\n")
-	perl(badlang, popBad)
-	sw("\tfi\n")
+	// it as it was: GPULAYER_PERL5OPT carries it, after an "x" that tells
+	// a PERL5OPT set to nothing from none (popPerl5opt).
+	sw("\tgpulayer_leader=$(GPULAYER_PERL5OPT=${PERL5OPT+x$PERL5OPT} PERL5OPT= %sperl -e %s \"$gpulayer_log\" \"$gpulayer_claims\" \"$gpulayer_gpus\" \"$gpulayer_lineage $gpulayer_job $gpulayer_run $gpulayer_rank\" sh -c %s </dev/null &)\n",
+		badlang, ssh.Quote(leaderPl(popPerl5opt+popBad)), leader)
 	sw("%s", perlStartedScript)
+	mkdir := "\tmkdir -p \"$gpulayer_dir\" || gpulayer_fail rundir \"cannot create $HOME/$gpulayer_dir\"\n"
 	sw("elif command -v python3 >/dev/null 2>&1; then\n")
 	sw("%s", mkdir)
 	if _, own := n.Spec.Env["PYTHONCOERCECLOCALE"]; own {
@@ -188,10 +183,11 @@ func Script(n Node) string {
 // second session per node, and no fixed wait before the first look.
 //
 // With session, a leader found running is waited for (up to a second)
-// until it leads its own session: perl calls setsid(2) a few
-// milliseconds into its start, and a launch that reports at once (a
-// start check of 0) must not end before its group exists, or a stop
-// right after it would signal no group.
+// until it leads its own session: python3 and setsid(1) start it a few
+// milliseconds after the launch has the leader's pid (perl answers only
+// once it leads it), and a launch that reports at once (a start check of
+// 0) must not end before its group exists, or a stop right after it
+// would signal no group.
 func startCheckScript(wait time.Duration, session bool) string {
 	s := sleepMsFunc + boundedFunc + fmt.Sprintf(`gpulayer_wait_ms=%d
 gpulayer_waited=0
@@ -277,7 +273,8 @@ syscall($k->[0], 36, 1, 0, 0, 0) if $k;
 `
 	popBadlang = `delete $ENV{PERL_BADLANG};
 `
-	popPerl5opt = `$ENV{PERL5OPT} = delete $ENV{GPULAYER_PERL5OPT};
+	popPerl5opt = `my $gl_o = delete $ENV{GPULAYER_PERL5OPT};
+if (defined $gl_o && $gl_o ne "") { $ENV{PERL5OPT} = substr($gl_o, 1) } else { delete $ENV{PERL5OPT} }
 `
 	execRestPl = `exec { $ARGV[0] } @ARGV or exit 127;
 `
@@ -359,9 +356,12 @@ if ($gl_gpus ne "") {
 		my $f = "$gl_claims/$g[$i]";
 		next unless -e $f;
 		-f $f or gl_fail("claimed", "$f is not a regular file");
-		my $l;
-		if (open(my $c, "<", $f)) { $l = <$c>; close($c); }
-		my @w = split(" ", defined $l ? $l : "");
+		# A claim is a line of some hundred bytes: the first 512 are
+		# plenty, and never all of a runaway file.
+		my $l = "";
+		if (open(my $c, "<", $f)) { sysread($c, $l, 512); close($c); }
+		$l =~ s/\n.*//s;
+		my @w = split(" ", $l);
 		next unless @w == 7 && $w[0] eq "v1";
 		next if $w[1] eq $me[0] && $w[3] eq $me[2] && $w[4] eq $me[3];
 		next unless $w[5] =~ /^[0-9]+$/;
