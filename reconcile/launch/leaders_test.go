@@ -16,6 +16,24 @@ import (
 // run: a machine's PATH without perl (or python3) has these.
 var launchTools = []string{"mkdir", "flock", "mv", "readlink", "grep", "setsid", "rm", "sleep", "head", "tail", "timeout", "cat", "env", "true"}
 
+// leaderPATH is the PATH under which a launch by shell sh starts its
+// leader through leader: "perl" (this machine's PATH, skipped where perl
+// is missing), "python3" or "sh" (leaderPath).
+func leaderPATH(t *testing.T, sh shell, leader string) string {
+	t.Helper()
+	if leader != "perl" {
+		return leaderPath(t, sh, leader == "python3")
+	}
+	if _, err := exec.LookPath("perl"); err != nil {
+		t.Skip("perl is not installed")
+	}
+	path := os.Getenv("PATH")
+	if sh.bin != "" {
+		path = sh.bin + string(os.PathListSeparator) + path
+	}
+	return path
+}
+
 // leaderPath is a PATH of the tools alone, without perl, and with python3
 // only when withPython (the real interpreter, not a version manager's
 // shim, which needs a PATH of its own): where the leader starts through
@@ -86,13 +104,7 @@ func TestEachLeaderStartsTheNodeAndClaimsItsGPUs(t *testing.T) {
 	eachShell(t, func(t *testing.T, sh shell) {
 		for _, leader := range []string{"perl", "python3", "sh"} {
 			t.Run(leader, func(t *testing.T) {
-				path := os.Getenv("PATH")
-				if sh.bin != "" {
-					path = sh.bin + string(os.PathListSeparator) + path
-				}
-				if leader != "perl" {
-					path = leaderPath(t, sh, leader == "python3")
-				}
+				path := leaderPATH(t, sh, leader)
 				home := t.TempDir()
 				n := node("sh", "-c", "echo started; exec sleep 300")
 				n.Lineage = "11111111-1111-4111-8111-111111111111"
@@ -150,17 +162,7 @@ func TestALeaderThatCannotMakeItsLogFailsTheLaunch(t *testing.T) {
 	eachShell(t, func(t *testing.T, sh shell) {
 		for _, leader := range []string{"perl", "sh"} {
 			t.Run(leader, func(t *testing.T) {
-				path := os.Getenv("PATH")
-				if sh.bin != "" {
-					path = sh.bin + string(os.PathListSeparator) + path
-				}
-				if leader == "perl" {
-					if _, err := exec.LookPath("perl"); err != nil {
-						t.Skip("perl is not installed")
-					}
-				} else {
-					path = leaderPath(t, sh, false)
-				}
+				path := leaderPATH(t, sh, leader)
 				home := t.TempDir()
 				n := node("sleep", "300")
 				if err := os.MkdirAll(filepath.Join(home, RunsDir), 0o700); err != nil {
@@ -218,13 +220,7 @@ func TestEachLeaderWaitsForTheClaimsLockAndRefusesAClaimThatIsNoFile(t *testing.
 	eachShell(t, func(t *testing.T, sh shell) {
 		for _, leader := range []string{"perl", "sh"} {
 			t.Run(leader, func(t *testing.T) {
-				path := os.Getenv("PATH")
-				if sh.bin != "" {
-					path = sh.bin + string(os.PathListSeparator) + path
-				}
-				if leader != "perl" {
-					path = leaderPath(t, sh, false)
-				}
+				path := leaderPATH(t, sh, leader)
 				home := t.TempDir()
 				claims := filepath.Join(home, ClaimsDir)
 				if err := os.MkdirAll(claims, 0o700); err != nil {

@@ -616,27 +616,38 @@ func waitReady(t *testing.T, home string) {
 	})
 }
 
+// leaderKilledByHand launches a node whose command leaves a hidden worker
+// (no run id, ignoring SIGTERM) in its group, then kills the node's
+// leader with SIGKILL and waits until it is reaped: the group is left
+// with the worker alone. It returns the node's home, node, launch and
+// hidden worker.
+func leaderKilledByHand(t *testing.T, sh shell) (string, Node, Started, []int) {
+	t.Helper()
+	home := t.TempDir()
+	n := node("sh", "-c", hiddenWorker+" & exec sleep 300")
+	n.Spec.Workdir = home
+	started, err := ParseStarted(runScriptIn(t, sh, home, Script(n)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(-started.PID, syscall.SIGKILL) })
+	waitReady(t, home)
+	hidden := unmarked(home)
+	syscall.Kill(started.PID, syscall.SIGKILL)
+	waitFor(t, "the leader to be reaped", func() bool {
+		_, err := os.Stat("/proc/" + strconv.Itoa(started.PID))
+		return err != nil
+	})
+	return home, n, started, hidden
+}
+
 // TestStopSignalsTheGroupOfALeaderKilledByHand: the node's leader was
 // killed (SIGKILL, the OOM killer); its group still holds a worker that
 // carries no run id. The stop finds the group by its id, in the spelling
 // each shell accepts (dash refuses `kill -0 -- -PGID`), and ends it.
 func TestStopSignalsTheGroupOfALeaderKilledByHand(t *testing.T) {
 	eachShell(t, func(t *testing.T, sh shell) {
-		home := t.TempDir()
-		n := node("sh", "-c", hiddenWorker+" & exec sleep 300")
-		n.Spec.Workdir = home
-		started, err := ParseStarted(runScriptIn(t, sh, home, Script(n)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer syscall.Kill(-started.PID, syscall.SIGKILL)
-		waitReady(t, home)
-		hidden := unmarked(home)
-		syscall.Kill(started.PID, syscall.SIGKILL)
-		waitFor(t, "the leader to be reaped", func() bool {
-			_, err := os.Stat("/proc/" + strconv.Itoa(started.PID))
-			return err != nil
-		})
+		home, n, started, hidden := leaderKilledByHand(t, sh)
 		out := runScriptIn(t, sh, home, StopScript(Stop{PID: started.PID, StartTime: started.StartTime, RunID: n.RunID, Ranks: []int{n.Rank}, Grace: 300 * time.Millisecond}))
 		if _, err := ParseStopped(out); err != nil {
 			t.Fatalf("%v\n%s", err, out)
@@ -661,21 +672,7 @@ func TestStopSignalsTheGroupOfALeaderKilledByHand(t *testing.T) {
 // the node's, and is left alone.
 func TestTheSweepListsTheGroupsOfStopsWithoutIt(t *testing.T) {
 	eachShell(t, func(t *testing.T, sh shell) {
-		home := t.TempDir()
-		n := node("sh", "-c", hiddenWorker+" & exec sleep 300")
-		n.Spec.Workdir = home
-		started, err := ParseStarted(runScriptIn(t, sh, home, Script(n)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer syscall.Kill(-started.PID, syscall.SIGKILL)
-		waitReady(t, home)
-		hidden := unmarked(home)
-		syscall.Kill(started.PID, syscall.SIGKILL)
-		waitFor(t, "the leader to be reaped", func() bool {
-			_, err := os.Stat("/proc/" + strconv.Itoa(started.PID))
-			return err != nil
-		})
+		home, n, started, hidden := leaderKilledByHand(t, sh)
 		stop := Stop{PID: started.PID, StartTime: started.StartTime, RunID: n.RunID, Ranks: []int{n.Rank}, Grace: 300 * time.Millisecond, NoSweep: true}
 		if _, err := ParseStopped(runScriptIn(t, sh, home, StopScript(stop))); err != nil {
 			t.Fatal(err)
